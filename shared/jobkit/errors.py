@@ -1,0 +1,87 @@
+"""The jobkit exception tree.
+
+Every error jobkit raises derives from :class:`JobKitError`, so callers can
+catch one root. :class:`NonRetryableError` is the one a *job* raises to say
+"do not try me again"; it is in the same tree so that a broad
+``except JobKitError`` in an app never hides it by accident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class JobKitError(Exception):
+    """Root of every exception jobkit raises."""
+
+
+class ConfigError(JobKitError):
+    """The job declaration (``infra/jobs.toml``) is missing or invalid.
+
+    The message always names the file and the offending key.
+    """
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        self.source = source
+        self.key = key
+        self.problem = problem
+        where = f"{source}: {key}" if key else source
+        super().__init__(f"{where}: {problem}")
+
+
+class SpecError(JobKitError):
+    """A job specification is malformed: bad params, bad wire format, too big."""
+
+
+class UnknownJobType(SpecError):
+    """A job names a type that the declaration does not know."""
+
+    def __init__(self, job_type: str) -> None:
+        self.job_type = job_type
+        super().__init__(f"unknown job type {job_type!r}: it is not declared in jobs.toml")
+
+
+class JobClassError(JobKitError):
+    """A declared job class path does not resolve to a :class:`jobkit.Job`."""
+
+
+@dataclass(frozen=True)
+class FailedJob:
+    """One job that ``push()`` could not enqueue, and why."""
+
+    job_id: str
+    job_type: str
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.job_type} {self.job_id}: {self.code}: {self.message}"
+
+
+class JobQueueError(JobKitError):
+    """Some jobs were not enqueued.
+
+    Attributes:
+        failed: exactly the jobs that were not enqueued, with the reason for each.
+        enqueued_ids: the IDs of the jobs of the same call that *were* enqueued.
+    """
+
+    def __init__(self, failed: Sequence[FailedJob], enqueued_ids: Sequence[str] = ()) -> None:
+        self.failed = tuple(failed)
+        self.enqueued_ids = tuple(enqueued_ids)
+        shown = "; ".join(str(f) for f in self.failed[:5])
+        more = f" (and {len(self.failed) - 5} more)" if len(self.failed) > 5 else ""
+        super().__init__(f"{len(self.failed)} job(s) not enqueued: {shown}{more}")
+
+    @property
+    def failed_ids(self) -> tuple[str, ...]:
+        return tuple(f.job_id for f in self.failed)
+
+
+class NonRetryableError(JobKitError):
+    """Raised by a job to fail permanently: the message goes to the DLQ at once."""
+
+
+class JobFailed(JobKitError):
+    """A job's ``run()`` returned False: the attempt failed without an exception."""

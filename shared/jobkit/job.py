@@ -1,0 +1,142 @@
+"""Job: the base class of the code that runs a job type.
+
+Subclass it, implement :meth:`Job.run`, and declare the class in
+``infra/jobs.toml``. The runner constructs one instance per attempt::
+
+    class RefreshLinksJob(Job):
+        def run(self) -> bool:
+            page = self.params["title"]
+            ...
+            return True
+
+A job fails when ``run()`` raises or returns ``False``. It is retried with
+backoff up to the type's ``max_attempts``, unless :meth:`allow_retries` is
+false or it raises :class:`~jobkit.errors.NonRetryableError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jobkit.spec import JobSpecification, new_root_job_params
+
+if TYPE_CHECKING:
+    from jobkit.config import JobType
+    from jobkit.push import JobQueueGroup
+
+
+def _no_queue_group() -> JobQueueGroup:
+    raise RuntimeError("this job was constructed outside a runner: it has no queue group to push to")
+
+
+def _no_deadline() -> int:
+    return 900_000
+
+
+@dataclass
+class JobContext:
+    """What the runner tells a job about the attempt it is making.
+
+    Attributes:
+        attempt: 1 for the first attempt, 2 for the first retry, and so on.
+        job_type: the declared type, or ``None`` outside a runner.
+        remaining_ms: milliseconds left before the Lambda times out.
+    """
+
+    attempt: int = 1
+    job_type: JobType | None = None
+    remaining_ms: Callable[[], int] = _no_deadline
+    _queue_group: Callable[[], JobQueueGroup] = field(default=_no_queue_group, repr=False)
+
+    @property
+    def queue_group(self) -> JobQueueGroup:
+        """A push SDK bound to the job's domain, for jobs that enqueue jobs."""
+        return self._queue_group()
+
+
+class Job:
+    """Base class for job types (MediaWiki's Job)."""
+
+    def __init__(self, spec: JobSpecification, context: JobContext | None = None) -> None:
+        self.spec = spec
+        self.context = context or JobContext()
+
+    # -- what the job is -------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def type(self) -> str:
+        return self.spec.type
+
+    @property
+    def domain(self) -> str | None:
+        return self.spec.domain
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.spec.params
+
+    # -- what subclasses implement ---------------------------------------
+
+    def run(self) -> bool | None:
+        """Do the work. Return ``False`` or raise to fail the attempt."""
+        raise NotImplementedError(f"{type(self).__name__} must implement run()")
+
+    def tear_down(self, succeeded: bool) -> None:
+        """Called once after every attempt, whether it succeeded or not."""
+
+    def allow_retries(self) -> bool:
+        """Whether a failed attempt may be retried. If not, a failure dead-letters at once."""
+        return True
+
+    def ignore_duplicates(self) -> bool:
+        """Whether this job may be skipped as a duplicate of an identical later run.
+
+        True when the spec asks for it or the type declares ``remove_duplicates``.
+        """
+        declared = self.context.job_type.remove_duplicates if self.context.job_type else False
+        return self.spec.remove_duplicates or declared
+
+    def deduplication_info(self) -> dict[str, Any]:
+        """What makes two jobs duplicates (see :meth:`JobSpecification.deduplication_info`)."""
+        return self.spec.deduplication_info(self._declared_ignore_params())
+
+    def dedup_hash(self) -> str:
+        return self.spec.dedup_hash(self._declared_ignore_params())
+
+    def _declared_ignore_params(self) -> tuple[str, ...]:
+        return self.context.job_type.remove_duplicates_ignore_params if self.context.job_type else ()
+
+    # -- root jobs ---------------------------------------------------------
+
+    @staticmethod
+    def new_root_job_params(key: str, now: float | None = None) -> dict[str, Any]:
+        """Params that make a job a root job: a SHA-1 signature of ``key``, a
+        timestamp and ``rootJobIsSelf``. Leaves pushed later carry the first two
+        (see :meth:`root_job_params`); a newer root with the same key supersedes them."""
+        import time
+
+        return new_root_job_params(key, time.time() if now is None else now)
+
+    def root_job_params(self) -> dict[str, Any]:
+        return self.spec.root_job_params()
+
+    def has_root_job_params(self) -> bool:
+        return self.spec.has_root_job_params()
+
+    def is_root_job(self) -> bool:
+        return self.spec.is_root_job()
+
+    # -- pushing -------------------------------------------------------------
+
+    def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> None:
+        """Push jobs to the job's domain (a root job fanning out into leaves, say)."""
+        self.context.queue_group.push(jobs)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.type} {self.id}>"

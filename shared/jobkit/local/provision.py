@@ -1,0 +1,64 @@
+"""Create the declared queues, DLQs and table in an (emulated) AWS account.
+
+These are the same resources, names and settings that template.yaml declares
+for a real deployment.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jobkit.config import Declaration
+
+#: How long a dead letter is kept: the SQS maximum, 14 days.
+DLQ_RETENTION_S = 14 * 24 * 3600
+#: How long a queued job is kept: 4 days, the SQS default.
+QUEUE_RETENTION_S = 4 * 24 * 3600
+#: The table's key and TTL attribute names.
+TABLE_KEYS = ("pk", "sk")
+TTL_ATTRIBUTE = "expires_at"
+
+
+def provision_queues(sqs: Any, declaration: Declaration) -> dict[str, str]:
+    """Create every queue and its DLQ. Returns SQS queue name -> URL."""
+    urls: dict[str, str] = {}
+    for queue, config in declaration.queues.items():
+        dlq_name = declaration.dlq_name(queue)
+        dlq_url = sqs.create_queue(
+            QueueName=dlq_name,
+            Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_S), "SqsManagedSseEnabled": "true"},
+        )["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        name = declaration.queue_name(queue)
+        redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": config.max_receive_count}
+        urls[name] = sqs.create_queue(
+            QueueName=name,
+            Attributes={
+                "VisibilityTimeout": str(config.visibility_timeout_s),
+                "MessageRetentionPeriod": str(QUEUE_RETENTION_S),
+                "RedrivePolicy": json.dumps(redrive),
+                "SqsManagedSseEnabled": "true",
+            },
+        )["QueueUrl"]
+        urls[dlq_name] = dlq_url
+    return urls
+
+
+def provision_table(dynamodb: Any, declaration: Declaration) -> None:
+    """Create the dedup/failure-record table: on-demand, encrypted, with TTL."""
+    pk, sk = TABLE_KEYS
+    dynamodb.create_table(
+        TableName=declaration.table_name,
+        KeySchema=[{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": pk, "AttributeType": "S"},
+            {"AttributeName": sk, "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        SSESpecification={"Enabled": True},
+    )
+    dynamodb.update_time_to_live(
+        TableName=declaration.table_name,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+    )

@@ -1,0 +1,280 @@
+"""LocalStack: the whole jobkit stack on an embedded moto.
+
+::
+
+    with LocalStack(load_declaration(), clock=VirtualClock(flowing=True)) as stack:
+        stack.queue_group("enwiki").push(JobSpecification("refreshLinks", {"title": "Main Page"}))
+        stack.drain()
+
+Queues, DLQs and the table are created from the declaration. Each queue gets
+its own :class:`~jobkit.runner.Runner` (its own "container") fed by an
+:class:`~jobkit.local.esm.EventSourceMapping` emulator. With a
+:class:`~jobkit.clock.VirtualClock`, moto's clock is the same clock, and
+:meth:`LocalStack.drain` skips idle waits (backoffs, delays) instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from jobkit.clock import Clock, SystemClock, VirtualClock
+from jobkit.config import Declaration
+from jobkit.local.esm import EventSourceMapping
+from jobkit.local.provision import provision_queues, provision_table
+from jobkit.local.results import ResultLog
+from jobkit.push import JobQueueGroup
+from jobkit.runner import Runner
+from jobkit.sqs import QueueDirectory, SqsQueues
+
+ACCOUNT_ID = "123456789012"
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_session_token": "testing"}
+
+
+class LocalStack:
+    """jobkit's resources on an embedded AWS, with runners and event source mappings.
+
+    Args:
+        declaration: the job types (``load_declaration()``).
+        clock: the time source. A :class:`VirtualClock` also drives moto's clock.
+        server: serve the AWS API on a loopback port (for other processes), instead
+            of in-process only.
+        port: the port for ``server=True``; 0 picks a free one.
+        region: the emulated region.
+        seed: seeds backoff jitter, for repeatable runs.
+    """
+
+    def __init__(
+        self,
+        declaration: Declaration,
+        *,
+        clock: Clock | None = None,
+        server: bool = False,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        region: str = "us-east-1",
+        seed: int | None = None,
+    ) -> None:
+        self.declaration = declaration
+        self.clock = clock or SystemClock()
+        self.region = region
+        self.results = ResultLog()
+        self.endpoint_url: str | None = None
+        self.queue_urls: dict[str, str] = {}
+        self._server_wanted = server
+        self._host, self._port = host, port
+        self._seed = seed
+        self._exit = contextlib.ExitStack()
+        self._group: JobQueueGroup | None = None
+        self.mappings: dict[str, EventSourceMapping] = {}
+        self.runners: dict[str, Runner] = {}
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LocalStack:
+        try:
+            self._start_aws()
+            self.sqs = self.client("sqs")
+            self.dynamodb = self.client("dynamodb")
+            self.queue_urls = provision_queues(self.sqs, self.declaration)
+            provision_table(self.dynamodb, self.declaration)
+            self._add_code_dir()
+            self._wire_runners()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        self._exit.close()
+
+    def _start_aws(self) -> None:
+        if isinstance(self.clock, VirtualClock):
+            self._exit.enter_context(_moto_clock(self.clock))
+        if self._server_wanted:
+            from moto.server import ThreadedMotoServer
+
+            server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
+            server.start()
+            self._exit.callback(server.stop)
+            host, port = server.get_host_and_port()
+            self.endpoint_url = f"http://{host}:{port}"
+        else:
+            from moto import mock_aws
+
+            mock = mock_aws()
+            mock.start()
+            self._exit.callback(mock.stop)
+
+    def _add_code_dir(self) -> None:
+        code_dir = self.declaration.code_dir
+        if code_dir is not None and str(code_dir.resolve()) not in sys.path:
+            path = str(code_dir.resolve())
+            sys.path.insert(0, path)
+            self._exit.callback(lambda: path in sys.path and sys.path.remove(path))
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for the emulated AWS."""
+        import boto3
+
+        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **CREDENTIALS)
+
+    # -- jobkit objects ------------------------------------------------------------
+
+    def queue_group(self, domain: str | None = None) -> JobQueueGroup:
+        """The push SDK, wired to the local queues. Groups share one client."""
+        if self._group is None:
+            self._group = JobQueueGroup(
+                None,
+                declaration=self.declaration,
+                sqs_client=self.sqs,
+                queue_urls=self.queue_urls,
+                clock=self.clock,
+                sleep=lambda _: None,
+            )
+        return self._group.for_domain(domain)
+
+    def _wire_runners(self) -> None:
+        import random
+
+        directory = QueueDirectory(self.sqs, self.declaration, self.queue_urls)
+        for queue, config in self.declaration.queues.items():
+            name = self.declaration.queue_name(queue)
+            runner = Runner(
+                self.declaration,
+                queues=SqsQueues(self.sqs, directory),
+                group_factory=self.queue_group,
+                metrics=self.results,
+                clock=self.clock,
+                rng=random.Random(self._seed),
+            )
+            self.runners[queue] = runner
+            self.mappings[queue] = EventSourceMapping(
+                self.sqs,
+                self.queue_urls[name],
+                f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}",
+                runner.handle,
+                batch_size=config.batch_size,
+                function_name=f"{self.declaration.prefix}-runner-{queue}",
+                timeout_s=config.timeout_s,
+                memory_mb=config.memory_mb,
+                clock=self.clock,
+                region=self.region,
+            )
+
+    # -- running -------------------------------------------------------------------
+
+    def poll_once(self) -> int:
+        """Give every queue's event source mapping one poll. Returns records delivered."""
+        return sum(mapping.poll() for mapping in self.mappings.values())
+
+    def drain(self, *, until: float | None = None, max_polls: int = 1_000_000) -> int:
+        """Run jobs until every queue is empty (or the clock reaches ``until``).
+
+        Idle waits (backoffs, delays) are skipped on a virtual clock and slept
+        through on a real one. Returns the number of records delivered.
+        """
+        delivered = 0
+        for _ in range(max_polls):
+            batch = self.poll_once()
+            delivered += batch
+            if batch:
+                continue
+            wake = self.next_wakeup()
+            if wake is None or (until is not None and wake > until):
+                break
+            self._wait_until(wake)
+        else:
+            raise RuntimeError(f"drain did not finish within {max_polls} polls")
+        if until is not None and isinstance(self.clock, VirtualClock):
+            self.clock.advance_to(until)
+        return delivered
+
+    def _wait_until(self, when: float) -> None:
+        # moto compares "now > visible_at" strictly, in milliseconds.
+        target = when + 0.002
+        if isinstance(self.clock, VirtualClock):
+            self.clock.advance_to(target)
+        else:
+            time.sleep(max(0.0, target - self.clock.now()))
+
+    def next_wakeup(self) -> float | None:
+        """When the next hidden or delayed message in a jobkit queue becomes visible."""
+        from moto.sqs.models import sqs_backends
+
+        backend = sqs_backends[ACCOUNT_ID][self.region]
+        now = self.clock.now()
+        times = []
+        for queue in self.declaration.queues:
+            sqs_queue = backend.queues.get(self.declaration.queue_name(queue))
+            for message in list(sqs_queue._messages) if sqs_queue else []:
+                when = max(message.visible_at, message.delayed_until) / 1000
+                if when >= now:  # a visible message that was not received is not waited for
+                    times.append(when)
+        return min(times) if times else None
+
+    # -- looking ---------------------------------------------------------------------
+
+    def queue_depth(self, queue: str, *, dlq: bool = False) -> int:
+        """Messages in a queue or its DLQ: visible, in flight and delayed."""
+        name = self.declaration.dlq_name(queue) if dlq else self.declaration.queue_name(queue)
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.queue_urls[name],
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        return sum(int(v) for v in attributes.values())
+
+    def dead_letters(self, queue: str) -> list[dict[str, Any]]:
+        """The messages in a queue's DLQ (received and made visible again at once)."""
+        url = self.queue_urls[self.declaration.dlq_name(queue)]
+        messages: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        while True:
+            batch = self.sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["All"],
+                VisibilityTimeout=30,
+            ).get("Messages", [])
+            fresh = [m for m in batch if m["MessageId"] not in seen]
+            if not fresh:
+                break
+            seen.update(m["MessageId"] for m in fresh)
+            messages.extend(fresh)
+        for message in messages:
+            self.sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+        return messages
+
+
+@contextlib.contextmanager
+def _moto_clock(clock: VirtualClock) -> Iterator[None]:
+    """Make moto's clock (visibility, delays, timestamps) read ``clock``.
+
+    moto reads the time through ``moto.core.utils.utcnow``; every SQS timing
+    decision goes through it.
+    """
+    import moto.core.utils as moto_utils
+
+    original = moto_utils.utcnow
+    moto_utils.utcnow = lambda: datetime.fromtimestamp(clock.now(), UTC).replace(tzinfo=None)
+    try:
+        yield
+    finally:
+        moto_utils.utcnow = original

@@ -1,0 +1,346 @@
+"""JobSpecification: a job to run, as data, and its JSON wire format.
+
+A spec is what an app pushes: a type, params and a few options. It is
+enqueued without importing the job's class (MediaWiki's IJobSpecification),
+so any process, even one in another language, can push jobs.
+
+The wire format is versioned JSON, described by ``docs/job-spec.schema.json``.
+:func:`JobSpecification.from_message` checks every field the schema checks,
+without importing a schema library on the Lambda's cold-start path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobkit.errors import SpecError
+
+WIRE_VERSION = 1
+
+#: Params that carry root-job bookkeeping (MediaWiki's names).
+ROOT_JOB_PARAMS = ("rootJobSignature", "rootJobTimestamp", "rootJobIsSelf")
+
+#: Params that never take part in duplicate detection: two jobs that differ
+#: only in their root job, their release time or the request that made them
+#: are duplicates (MediaWiki's Job::getDeduplicationInfo()).
+DEDUP_EXCLUDED_PARAMS = (*ROOT_JOB_PARAMS, "jobReleaseTimestamp", "requestId")
+
+TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+SIGNATURE_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+MAX_DOMAIN_LENGTH = 255
+
+_FIELDS = {
+    "v",
+    "id",
+    "type",
+    "domain",
+    "params",
+    "enqueuedAt",
+    "releaseAt",
+    "removeDuplicates",
+    "removeDuplicatesIgnoreParams",
+    "priorAttempts",
+}
+_REQUIRED = ("v", "id", "type", "params", "enqueuedAt")
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: equal data, equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def new_root_job_params(key: str, now: float) -> dict[str, Any]:
+    """Params that make a job a root job (MediaWiki's Job::newRootJobParams).
+
+    Args:
+        key: what the root job is about, e.g. ``"htmlCacheUpdate:enwiki:Template:Infobox"``.
+            Jobs with the same key supersede each other's leaves.
+        now: the root job's timestamp (epoch seconds).
+    """
+    return {
+        "rootJobIsSelf": True,
+        "rootJobSignature": hashlib.sha1(key.encode("utf-8")).hexdigest(),
+        "rootJobTimestamp": now,
+    }
+
+
+class JobSpecification:
+    """A job to run: type, params and options, without the job's code.
+
+    Args:
+        type: the job type, as declared in ``infra/jobs.toml`` (``"htmlCacheUpdate"``).
+        params: JSON-serialisable params. Root-job params use MediaWiki's names.
+        domain: the tenant (MediaWiki's wiki ID). ``None`` takes the pushing group's domain.
+        remove_duplicates: skip this job if an identical one started after it was
+            enqueued and succeeded (MediaWiki's ignoreDuplicates).
+        remove_duplicates_ignore_params: params left out of the duplicate check.
+        release_at: run no earlier than this (epoch seconds or an aware datetime).
+        delay: run no earlier than this many seconds after the push. Exclusive with ``release_at``.
+        id: the job ID; a new UUID if not given.
+    """
+
+    __slots__ = (
+        "delay",
+        "domain",
+        "enqueued_at",
+        "id",
+        "params",
+        "prior_attempts",
+        "release_at",
+        "remove_duplicates",
+        "remove_duplicates_ignore_params",
+        "type",
+    )
+
+    def __init__(
+        self,
+        type: str,  # noqa: A002 - MediaWiki's name, and the wire field's
+        params: Mapping[str, Any] | None = None,
+        *,
+        domain: str | None = None,
+        remove_duplicates: bool = False,
+        remove_duplicates_ignore_params: Iterable[str] = (),
+        release_at: float | datetime | None = None,
+        delay: float | timedelta | None = None,
+        id: str | None = None,  # noqa: A002
+        enqueued_at: float | None = None,
+        prior_attempts: int = 0,
+    ) -> None:
+        if not isinstance(type, str) or not TYPE_PATTERN.match(type):
+            raise SpecError(f"job type must be a name like 'htmlCacheUpdate', got {type!r}")
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
+            raise SpecError(f"{type}: params must be a mapping with string keys")
+        if release_at is not None and delay is not None:
+            raise SpecError(f"{type}: give release_at or delay, not both")
+        if domain is not None and (not isinstance(domain, str) or not 0 < len(domain) <= MAX_DOMAIN_LENGTH):
+            raise SpecError(f"{type}: domain must be a non-empty string of at most {MAX_DOMAIN_LENGTH} characters")
+        self.type = type
+        self.params: dict[str, Any] = dict(params)
+        self.domain = domain
+        self.remove_duplicates = bool(remove_duplicates)
+        self.remove_duplicates_ignore_params: tuple[str, ...] = tuple(remove_duplicates_ignore_params)
+        self.release_at = _epoch(release_at) if release_at is not None else None
+        self.delay = delay.total_seconds() if isinstance(delay, timedelta) else delay
+        if self.delay is not None and (not _is_number(self.delay) or self.delay < 0):
+            raise SpecError(f"{type}: delay must be a non-negative number of seconds")
+        self.id = id if id is not None else str(uuid.uuid4())
+        if not isinstance(self.id, str) or not ID_PATTERN.match(self.id):
+            raise SpecError(f"{type}: job id must match {ID_PATTERN.pattern}, got {self.id!r}")
+        self.enqueued_at = enqueued_at
+        self.prior_attempts = prior_attempts
+
+    # -- MediaWiki's IJobSpecification ---------------------------------
+
+    def deduplication_info(self, ignore_params: Iterable[str] = ()) -> dict[str, Any]:
+        """What identifies this job for duplicate detection: type, domain and params.
+
+        Root-job params, the release time, the request ID and the ignored params
+        are left out.
+        """
+        excluded = {*DEDUP_EXCLUDED_PARAMS, *self.remove_duplicates_ignore_params, *ignore_params}
+        params = {k: v for k, v in self.params.items() if k not in excluded}
+        return {"type": self.type, "domain": self.domain, "params": params}
+
+    def dedup_hash(self, ignore_params: Iterable[str] = ()) -> str:
+        """SHA-1 hex of the canonical JSON of :meth:`deduplication_info`."""
+        try:
+            text = canonical_json(self.deduplication_info(ignore_params))
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"{self.type} {self.id}: params are not JSON-serialisable: {exc}") from exc
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+    def root_job_params(self) -> dict[str, Any]:
+        """The rootJobSignature and rootJobTimestamp params, if any (for leaf jobs to carry)."""
+        return {k: self.params[k] for k in ("rootJobSignature", "rootJobTimestamp") if k in self.params}
+
+    def has_root_job_params(self) -> bool:
+        return "rootJobSignature" in self.params and "rootJobTimestamp" in self.params
+
+    def is_root_job(self) -> bool:
+        return self.has_root_job_params() and self.params.get("rootJobIsSelf") is True
+
+    @property
+    def root_job_signature(self) -> str | None:
+        value = self.params.get("rootJobSignature")
+        return value if isinstance(value, str) else None
+
+    @property
+    def root_job_timestamp(self) -> float | None:
+        value = self.params.get("rootJobTimestamp")
+        return float(value) if _is_number(value) else None
+
+    @property
+    def ready_at(self) -> float | None:
+        """When the job may first run: its release time, else its enqueue time."""
+        return self.release_at if self.release_at is not None else self.enqueued_at
+
+    # -- lifecycle -------------------------------------------------------
+
+    def stamped(self, now: float) -> JobSpecification:
+        """A copy ready to send: enqueue time set (kept if already set), delay made absolute."""
+        copy = self.replace()
+        if copy.enqueued_at is None:
+            copy.enqueued_at = now
+        if copy.delay is not None:
+            copy.release_at = now + copy.delay
+            copy.delay = None
+        return copy
+
+    def replace(self, **changes: Any) -> JobSpecification:
+        """A copy with some attributes changed (the ID stays unless given)."""
+        copy = object.__new__(JobSpecification)
+        for name in self.__slots__:
+            object.__setattr__(copy, name, changes.get(name, getattr(self, name)))
+        copy.params = dict(copy.params)
+        return copy
+
+    # -- wire format -----------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.enqueued_at is None:
+            raise SpecError(f"{self.type} {self.id}: not stamped with an enqueue time; push it, or call stamped()")
+        data: dict[str, Any] = {
+            "v": WIRE_VERSION,
+            "id": self.id,
+            "type": self.type,
+            "domain": self.domain,
+            "params": self.params,
+            "enqueuedAt": self.enqueued_at,
+            "releaseAt": self.release_at,
+            "removeDuplicates": self.remove_duplicates,
+        }
+        if self.remove_duplicates_ignore_params:
+            data["removeDuplicatesIgnoreParams"] = list(self.remove_duplicates_ignore_params)
+        if self.prior_attempts:
+            data["priorAttempts"] = self.prior_attempts
+        return data
+
+    def to_message(self) -> str:
+        """The SQS message body (compact JSON)."""
+        try:
+            return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"{self.type} {self.id}: params are not JSON-serialisable: {exc}") from exc
+
+    @classmethod
+    def from_message(cls, body: str | bytes) -> JobSpecification:
+        """Parse and validate a message body.
+
+        Raises:
+            SpecError: the body is not JSON, has another wire version, or breaks the schema.
+        """
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SpecError(f"message body is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> JobSpecification:
+        _validate_wire(data)
+        return cls(
+            data["type"],
+            data["params"],
+            domain=data.get("domain"),
+            remove_duplicates=data.get("removeDuplicates", False),
+            remove_duplicates_ignore_params=data.get("removeDuplicatesIgnoreParams", ()),
+            release_at=data.get("releaseAt"),
+            id=data["id"],
+            enqueued_at=float(data["enqueuedAt"]),
+            prior_attempts=data.get("priorAttempts", 0),
+        )
+
+    # -- value semantics -------------------------------------------------
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobSpecification) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable params: not hashable
+
+    def __repr__(self) -> str:
+        return f"JobSpecification({self.type!r}, id={self.id!r}, domain={self.domain!r})"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _epoch(value: float | datetime) -> float:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise SpecError("release_at must be timezone-aware (UTC); naive datetimes are ambiguous")
+        return value.timestamp()
+    if not _is_number(value):
+        raise SpecError(f"release_at must be epoch seconds or a datetime, got {value!r}")
+    return float(value)
+
+
+def _validate_wire(data: Any) -> None:
+    """Check a decoded body against the v1 schema (docs/job-spec.schema.json)."""
+    if not isinstance(data, dict):
+        raise SpecError("message body must be a JSON object")
+    version = data.get("v")
+    if version != WIRE_VERSION or isinstance(version, bool):
+        raise SpecError(f"unsupported wire version {version!r} (this runner reads v{WIRE_VERSION})")
+    missing = [name for name in _REQUIRED if name not in data]
+    if missing:
+        raise SpecError(f"message is missing required field(s): {', '.join(missing)}")
+    unknown = sorted(set(data) - _FIELDS)
+    if unknown:
+        raise SpecError(f"message has unknown field(s): {', '.join(unknown)}")
+    checks: list[tuple[str, bool, str]] = [
+        ("id", isinstance(data["id"], str) and bool(ID_PATTERN.match(data["id"])), ID_PATTERN.pattern),
+        ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.match(data["type"])), "a job type name"),
+        ("params", isinstance(data["params"], dict), "an object"),
+        ("enqueuedAt", _is_number(data["enqueuedAt"]) and data["enqueuedAt"] >= 0, "epoch seconds"),
+        (
+            "domain",
+            data.get("domain") is None
+            or (isinstance(data["domain"], str) and 0 < len(data["domain"]) <= MAX_DOMAIN_LENGTH),
+            "null or a non-empty string",
+        ),
+        ("releaseAt", data.get("releaseAt") is None or _is_number(data["releaseAt"]), "null or epoch seconds"),
+        ("removeDuplicates", isinstance(data.get("removeDuplicates", False), bool), "a boolean"),
+        (
+            "removeDuplicatesIgnoreParams",
+            isinstance(data.get("removeDuplicatesIgnoreParams", []), list)
+            and all(isinstance(p, str) for p in data.get("removeDuplicatesIgnoreParams", [])),
+            "a list of strings",
+        ),
+        (
+            "priorAttempts",
+            isinstance(data.get("priorAttempts", 0), int)
+            and not isinstance(data.get("priorAttempts", 0), bool)
+            and data.get("priorAttempts", 0) >= 0,
+            "a non-negative integer",
+        ),
+    ]
+    for field, ok, expected in checks:
+        if not ok:
+            raise SpecError(f"field {field!r} must be {expected}, got {data.get(field)!r}")
+    _validate_root_params(data["params"])
+
+
+def _validate_root_params(params: dict[str, Any]) -> None:
+    signature = params.get("rootJobSignature")
+    if signature is not None and not (isinstance(signature, str) and SIGNATURE_PATTERN.match(signature)):
+        raise SpecError(f"params.rootJobSignature must be 40 lowercase hex digits, got {signature!r}")
+    timestamp = params.get("rootJobTimestamp")
+    if timestamp is not None and not (_is_number(timestamp) and timestamp >= 0):
+        raise SpecError(f"params.rootJobTimestamp must be epoch seconds, got {timestamp!r}")
+    is_self = params.get("rootJobIsSelf")
+    if is_self is not None and not isinstance(is_self, bool):
+        raise SpecError(f"params.rootJobIsSelf must be a boolean, got {is_self!r}")

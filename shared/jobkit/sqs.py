@@ -1,0 +1,187 @@
+"""The SQS edge: queue URLs, message sizes, and the runner's queue operations.
+
+Clients are injected. Nothing here creates a client or reads the environment
+at import time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jobkit.config import Declaration
+
+#: SQS limits (2025 onwards: messages and batches up to 1 MiB).
+MAX_MESSAGE_BYTES = 1_048_576
+MAX_BATCH_BYTES = 1_048_576
+MAX_BATCH_ENTRIES = 10
+MAX_DELAY_S = 900
+MAX_VISIBILITY_S = 43_200
+
+#: The message attribute every jobkit message carries, so ops tools can filter
+#: by type without parsing bodies.
+TYPE_ATTRIBUTE = "JobType"
+
+#: Error codes worth another try: throttling and server-side faults.
+RETRYABLE_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "InternalError",
+        "InternalFailure",
+        "KMS.ThrottlingException",
+        "KmsThrottled",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+    }
+)
+
+
+def is_retryable(code: str, http_status: int | None = None) -> bool:
+    return code in RETRYABLE_CODES or (http_status is not None and http_status >= 500)
+
+
+def message_size(body: str, attributes: Mapping[str, Mapping[str, Any]]) -> int:
+    """Bytes SQS counts against the 1 MiB limit: the body plus each attribute's
+    name, data type and value."""
+    size = len(body.encode("utf-8"))
+    for name, attribute in attributes.items():
+        value = attribute.get("StringValue") or attribute.get("BinaryValue") or b""
+        value_bytes = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+        size += len(name.encode("utf-8")) + len(attribute["DataType"].encode("utf-8")) + len(value_bytes)
+    return size
+
+
+def string_attribute(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def number_attribute(value: float) -> dict[str, str]:
+    return {"DataType": "Number", "StringValue": repr(value) if isinstance(value, float) else str(value)}
+
+
+def queue_name_from_arn(arn: str) -> str:
+    """``arn:aws:sqs:eu-west-1:123456789012:jobkit-refreshLinks`` -> ``jobkit-refreshLinks``."""
+    return arn.rsplit(":", 1)[-1]
+
+
+class QueueDirectory:
+    """Resolves SQS queue names to URLs: from a given map (the deployed stack
+    passes its URLs in the environment), else with one GetQueueUrl per queue
+    per process, cached."""
+
+    def __init__(self, sqs_client: Any, declaration: Declaration, urls: Mapping[str, str] | None = None) -> None:
+        self._client = sqs_client
+        self._declaration = declaration
+        self._urls: dict[str, str] = dict(urls or {})
+        self._lock = threading.Lock()
+        self._declared_by_name = {declaration.queue_name(q): q for q in declaration.queues}
+
+    def url(self, sqs_name: str) -> str:
+        url = self._urls.get(sqs_name)
+        if url is None:
+            url = self._client.get_queue_url(QueueName=sqs_name)["QueueUrl"]
+            with self._lock:
+                self._urls[sqs_name] = url
+        return url
+
+    def queue_url(self, job_type: str) -> str:
+        """The URL of the queue that serves a declared job type."""
+        return self.url(self._declaration.queue_name(self._declaration.job_type(job_type).queue))
+
+    def dlq_url_for(self, sqs_name: str) -> str:
+        """The DLQ URL of a jobkit queue, given the queue's SQS name."""
+        declared = self._declared_by_name.get(sqs_name)
+        if declared is None:
+            raise KeyError(f"{sqs_name} is not a queue of this declaration")
+        return self.url(self._declaration.dlq_name(declared))
+
+    def declared_queue(self, sqs_name: str) -> str | None:
+        return self._declared_by_name.get(sqs_name)
+
+
+@dataclass(frozen=True)
+class DeadLetterReason:
+    """Why a message was dead-lettered by the runner (attached as message attributes)."""
+
+    kind: str  # "poison", "non_retryable", "attempts_exhausted"
+    error_class: str
+    message: str
+    attempts: int
+
+    def attributes(self, source_queue: str, now: float) -> dict[str, dict[str, str]]:
+        return {
+            "jobkit.reason": string_attribute(self.kind),
+            "jobkit.errorClass": string_attribute(self.error_class or "-"),
+            "jobkit.error": string_attribute((self.message or "-")[:1024]),
+            "jobkit.attempts": number_attribute(self.attempts),
+            "jobkit.sourceQueue": string_attribute(source_queue),
+            "jobkit.deadLetteredAt": number_attribute(round(now, 3)),
+        }
+
+
+class SqsQueues:
+    """The queue operations the runner needs beyond what the event source
+    mapping does for it: visibility backoff, dead-lettering, re-enqueueing."""
+
+    def __init__(self, sqs_client: Any, directory: QueueDirectory) -> None:
+        self._client = sqs_client
+        self._directory = directory
+
+    def url_from_arn(self, queue_arn: str) -> str:
+        return self._directory.url(queue_name_from_arn(queue_arn))
+
+    def change_visibility(self, queue_arn: str, receipt_handle: str, seconds: int) -> None:
+        self._client.change_message_visibility(
+            QueueUrl=self.url_from_arn(queue_arn),
+            ReceiptHandle=receipt_handle,
+            VisibilityTimeout=max(0, min(MAX_VISIBILITY_S, int(seconds))),
+        )
+
+    def dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, now: float) -> None:
+        """Copy the message to its queue's DLQ with the reason attached, then
+        delete the original. If the copy fails, the original is left alone."""
+        source = queue_name_from_arn(record["eventSourceARN"])
+        attributes = _lambda_attributes_to_sqs(record.get("messageAttributes") or {})
+        kept = dict(list(attributes.items())[: 10 - 6])  # SQS allows 10 attributes; 6 are ours
+        kept.update(reason.attributes(source, now))
+        self._client.send_message(
+            QueueUrl=self._directory.dlq_url_for(source), MessageBody=record["body"], MessageAttributes=kept
+        )
+        self.delete(record)
+
+    def delete(self, record: Mapping[str, Any]) -> None:
+        self._client.delete_message(
+            QueueUrl=self.url_from_arn(record["eventSourceARN"]), ReceiptHandle=record["receiptHandle"]
+        )
+
+    def requeue(self, record: Mapping[str, Any], body: str, delay_s: int) -> None:
+        """Send a new copy of a message to its own queue (a delay hop or a deferral)."""
+        self._client.send_message(
+            QueueUrl=self.url_from_arn(record["eventSourceARN"]),
+            MessageBody=body,
+            DelaySeconds=max(0, min(MAX_DELAY_S, int(delay_s))),
+            MessageAttributes=_lambda_attributes_to_sqs(record.get("messageAttributes") or {}),
+        )
+
+
+def _lambda_attributes_to_sqs(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Lambda's event spells message attributes in camelCase; SQS's API in PascalCase."""
+    converted: dict[str, dict[str, Any]] = {}
+    for name, attribute in attributes.items():
+        if name.startswith("jobkit."):
+            continue  # a redriven message's old reason must not stick to it
+        data_type = attribute.get("dataType") or attribute.get("DataType") or "String"
+        entry: dict[str, Any] = {"DataType": data_type}
+        if data_type.startswith("Binary"):
+            entry["BinaryValue"] = attribute.get("binaryValue") or attribute.get("BinaryValue")
+        else:
+            entry["StringValue"] = attribute.get("stringValue") or attribute.get("StringValue")
+        converted[name] = entry
+    return converted
