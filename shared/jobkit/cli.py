@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import click
@@ -32,6 +33,7 @@ def demo(config_path: Path | None, seed: int) -> None:
     """Run a small realistic workload on the embedded local AWS and summarise it."""
     from jobkit.local.demo import print_summary, run_demo
 
+    logging.basicConfig(level=logging.WARNING, format="  %(levelname)-7s %(message)s")
     try:
         summaries, wall_s = run_demo(load_declaration(config_path), seed=seed)
     except JobKitError as exc:

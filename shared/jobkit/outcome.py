@@ -36,6 +36,7 @@ class RecordResult:
     job_id: str | None = None
     domain: str | None = None
     attempt: int = 1
+    started_at: float | None = None  # when the job started running (epoch seconds)
     pickup_delay_ms: float | None = None  # set when the job ran
     root_job_age_ms: float | None = None  # set when a job with root params ran
     run_time_ms: float | None = None  # set when the job ran

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, load_declaration
@@ -35,9 +35,6 @@ from jobkit.sqs import (
     message_size,
     string_attribute,
 )
-
-if TYPE_CHECKING:
-    from jobkit.dedup import DedupStore
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +126,7 @@ class JobQueueGroup:
         declaration: Declaration | None = None,
         sqs_client: Any = None,
         queue_urls: Mapping[str, str] | None = None,
-        dedup_store: DedupStore | RootJobRecorder | None = None,
+        dedup_store: RootJobRecorder | None = None,
         clock: Clock | None = None,
         max_send_attempts: int = 5,
         sleep: Callable[[float], None] = time.sleep,

@@ -175,6 +175,7 @@ class Runner:
             "job_id": spec.id,
             "domain": spec.domain,
             "attempt": attempt,
+            "started_at": started,
             **timings,
         }
         if succeeded:
@@ -200,7 +201,13 @@ class Runner:
         if permanent or attempt >= job_type.max_attempts:
             kind = "non_retryable" if permanent else "attempts_exhausted"
             log.error(
-                "job failed for good (%s): %s", kind, described, extra={**keys, "attempt": attempt, "traceback": tail}
+                "%s %s failed on attempt %d, dead-lettered (%s): %s",
+                job.type,
+                job.id,
+                attempt,
+                kind,
+                described,
+                extra={**keys, "attempt": attempt, "traceback": tail},
             )
             reason = DeadLetterReason(kind, type(error).__name__, str(error), attempt)
             if self._dead_letter(record, reason, keys):
@@ -208,7 +215,13 @@ class Runner:
             return RecordResult(outcome=Outcome.RETRIED, error=described, **base)
         delay = retry_delay_s(job_type.backoff, attempt, self._rng)
         log.warning(
-            "job failed, retrying in %ss: %s", delay, described, extra={**keys, "attempt": attempt, "traceback": tail}
+            "%s %s failed on attempt %d, retrying in %ss: %s",
+            job.type,
+            job.id,
+            attempt,
+            delay,
+            described,
+            extra={**keys, "attempt": attempt, "traceback": tail},
         )
         try:
             self._queues.change_visibility(record["eventSourceARN"], record["receiptHandle"], delay)
@@ -227,7 +240,12 @@ class Runner:
     def _poison(self, record: Mapping[str, Any], error: Exception, receive_count: int) -> RecordResult:
         job_type = _attribute(record, TYPE_ATTRIBUTE) or UNKNOWN_TYPE
         described = _describe(error)
-        log.error("poison message: %s", described, extra={"message_id": record.get("messageId"), "job_type": job_type})
+        log.error(
+            "poison message %s dead-lettered: %s",
+            record.get("messageId"),
+            described,
+            extra={"message_id": record.get("messageId"), "job_type": job_type},
+        )
         reason = DeadLetterReason("poison", type(error).__name__, str(error), receive_count)
         if self._dead_letter(record, reason, {"job_type": job_type}):
             return RecordResult(record["messageId"], job_type, Outcome.POISONED, error=described)

@@ -177,7 +177,7 @@ class JobSpecification:
     @property
     def root_job_timestamp(self) -> float | None:
         value = self.params.get("rootJobTimestamp")
-        return float(value) if _is_number(value) else None
+        return float(value) if value is not None and _is_number(value) else None
 
     @property
     def ready_at(self) -> float | None:

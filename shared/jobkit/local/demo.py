@@ -108,18 +108,10 @@ def print_summary(summaries: Sequence[TypeSummary], wall_s: float) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="jobkit demo: per job type")
-    for column in (
-        "type",
-        "jobs",
-        "succeeded",
-        "failed attempts",
-        "dead-lettered",
-        "skipped",
-        "pickup p50",
-        "pickup p95",
-    ):
-        table.add_column(column, justify="left" if column == "type" else "right")
+    table = Table(title="jobkit demo: what happened to each job type")
+    table.add_column("type", no_wrap=True, min_width=15)
+    for column in ("jobs", "succeeded", "failed tries", "DLQ", "skipped", "p50 pickup", "p95 pickup"):
+        table.add_column(column, justify="right", no_wrap=True)
     for s in summaries:
         table.add_row(
             s.job_type,
@@ -131,7 +123,7 @@ def print_summary(summaries: Sequence[TypeSummary], wall_s: float) -> None:
             _ms(s.pickup_p50_ms),
             _ms(s.pickup_p95_ms),
         )
-    console = Console()
+    console = Console(width=max(100, Console().width))
     console.print(table)
     console.print(f"finished in {wall_s:.1f} s wall time on the embedded AWS (moto)")
 

@@ -60,7 +60,7 @@ class EventSourceMapping:
         messages = self._receive()
         if not messages:
             return 0
-        event = {"Records": [self._record(m) for m in messages]}
+        event = sqs_event(messages, self.queue_arn, self._region)
         context = FakeLambdaContext(
             function_name=self._function_name,
             timeout_s=self._timeout_s,
@@ -97,28 +97,6 @@ class EventSourceMapping:
             messages.extend(received)
         return messages
 
-    def _record(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": dict(message.get("Attributes", {})),
-            "messageAttributes": {
-                name: {
-                    "stringValue": value.get("StringValue"),
-                    "binaryValue": value.get("BinaryValue"),
-                    "stringListValues": [],
-                    "binaryListValues": [],
-                    "dataType": value["DataType"],
-                }
-                for name, value in message.get("MessageAttributes", {}).items()
-            },
-            "md5OfBody": message.get("MD5OfBody"),
-            "eventSource": "aws:sqs",
-            "eventSourceARN": self.queue_arn,
-            "awsRegion": self._region,
-        }
-
     @staticmethod
     def _failed_ids(response: Any, batch_ids: set[str]) -> set[str] | None:
         """The IDs to leave in the queue, or None if the response fails the whole batch."""
@@ -142,3 +120,32 @@ class EventSourceMapping:
                 QueueUrl=self.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
             )
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str = "us-east-1") -> dict[str, Any]:
+    """A Lambda SQS event for messages from ReceiveMessage (as Lambda shapes it)."""
+    return {"Records": [lambda_record(message, queue_arn, region) for message in messages]}
+
+
+def lambda_record(message: Mapping[str, Any], queue_arn: str, region: str = "us-east-1") -> dict[str, Any]:
+    """One ReceiveMessage message as a Lambda SQS event record."""
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": dict(message.get("Attributes", {})),
+        "messageAttributes": {
+            name: {
+                "stringValue": value.get("StringValue"),
+                "binaryValue": value.get("BinaryValue"),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": value["DataType"],
+            }
+            for name, value in message.get("MessageAttributes", {}).items()
+        },
+        "md5OfBody": message.get("MD5OfBody"),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }

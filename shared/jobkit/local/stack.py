@@ -121,13 +121,15 @@ class LocalStack:
         if code_dir is not None and str(code_dir.resolve()) not in sys.path:
             path = str(code_dir.resolve())
             sys.path.insert(0, path)
-            self._exit.callback(lambda: path in sys.path and sys.path.remove(path))
+            self._exit.callback(_remove_from_path, path)
 
     def client(self, service: str) -> Any:
         """A boto3 client for the emulated AWS."""
         import boto3
 
-        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **CREDENTIALS)
+        return boto3.client(  # type: ignore[call-overload]
+            service, region_name=self.region, endpoint_url=self.endpoint_url, **CREDENTIALS
+        )
 
     # -- jobkit objects ------------------------------------------------------------
 
@@ -261,6 +263,11 @@ class LocalStack:
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
             )
         return messages
+
+
+def _remove_from_path(path: str) -> None:
+    if path in sys.path:
+        sys.path.remove(path)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,76 @@
+"""Shared fixtures: declarations, a local stack on moto with a frozen clock,
+and AWS request counting."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobkit.clock import VirtualClock
+from jobkit.config import Declaration, load_declaration
+from jobkit.local import LocalStack
+
+from testjobs import RUNS
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+START = 1_800_000_000.0  # 2027-01-15T08:00:00Z: far from any real clock
+
+
+@pytest.fixture(autouse=True)
+def _aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing in the tests may reach a real AWS account.
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_DYNAMODB"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture(scope="session")
+def test_declaration() -> Declaration:
+    return load_declaration(FIXTURES / "jobs.toml")
+
+
+@pytest.fixture(scope="session")
+def example_declaration() -> Declaration:
+    return load_declaration(ROOT / "infra" / "jobs.toml")
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(START)
+
+
+@pytest.fixture
+def stack(test_declaration: Declaration, clock: VirtualClock) -> Iterator[LocalStack]:
+    with LocalStack(test_declaration, clock=clock, seed=1) as local:
+        RUNS.clear()
+        yield local
+
+
+class RequestCounter:
+    """Counts the API calls a boto3 client makes, by operation name."""
+
+    def __init__(self, client: Any) -> None:
+        self.calls: Counter[str] = Counter()
+        client.meta.events.register("before-call.*.*", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        self.calls[model.name] += 1
+
+    def reset(self) -> None:
+        self.calls.clear()
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+@pytest.fixture
+def sqs_requests(stack: LocalStack) -> RequestCounter:
+    return RequestCounter(stack.sqs)

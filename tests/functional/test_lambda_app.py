@@ -1,0 +1,64 @@
+"""functions/runner/app.py: the Lambda entry, wired from its environment."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from jobkit import JobSpecification
+from jobkit.clock import VirtualClock
+from jobkit.config import Declaration, declaration_to_dict
+from jobkit.local import FakeLambdaContext, LocalStack
+from jobkit.local.esm import sqs_event
+
+from conftest import ROOT, START
+
+RUNNER_DIR = ROOT / "functions" / "runner"
+
+
+@pytest.fixture
+def example_stack(example_declaration: Declaration) -> Iterator[LocalStack]:
+    with LocalStack(example_declaration, clock=VirtualClock(START)) as stack:
+        yield stack
+
+
+def load_app(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(RUNNER_DIR))  # Lambda's task root
+    spec = importlib.util.spec_from_file_location("runner_app", Path(RUNNER_DIR / "app.py"))
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_handler_runs_a_batch_from_its_environment(example_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    declaration = example_stack.declaration
+    monkeypatch.setenv("JOBKIT_DECLARATION", json.dumps(declaration_to_dict(declaration)))
+    monkeypatch.setenv("JOBKIT_QUEUE_URLS", json.dumps(example_stack.queue_urls))
+    good = JobSpecification("refreshLinks", {"title": "Main Page"})
+    bad = JobSpecification("refreshLinks", {"title": "Module:Broken"})
+    example_stack.queue_group("enwiki").push([good, bad])
+    url = example_stack.queue_urls["jobkit-refreshLinks"]
+    messages = example_stack.sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"]
+    )["Messages"]
+    app = load_app(monkeypatch)
+    event = sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:jobkit-refreshLinks")
+    response = app.handler(event, FakeLambdaContext())
+    [failed] = response["batchItemFailures"]
+    failed_body = next(m["Body"] for m in messages if m["MessageId"] == failed["itemIdentifier"])
+    assert json.loads(failed_body)["id"] == bad.id
+
+
+def test_importing_the_handler_creates_no_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    created: list[str] = []
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: created.append(a[0]))
+    load_app(monkeypatch)
+    assert created == []
