@@ -31,22 +31,35 @@ def declaration_from_environment(environ: Mapping[str, str]) -> Declaration:
 
 
 def runner_from_environment(environ: Mapping[str, str]) -> Runner:
+    """Everything a runner container needs, built once: clients, dedup store, metrics."""
     import boto3
     from aws_lambda_powertools import Logger
     from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
     from botocore.config import Config
 
+    from jobkit.dedup import DedupStore
+    from jobkit.dedup_dynamodb import DynamoDBDedupBackend
+    from jobkit.metrics import EmfMetrics
     from jobkit.push import JobQueueGroup
     from jobkit.sqs import QueueDirectory, SqsQueues
 
     declaration = declaration_from_environment(environ)
     queue_urls: dict[str, str] = json.loads(environ.get("JOBKIT_QUEUE_URLS", "{}"))
     sqs: Any = boto3.client("sqs", config=Config(retries={"mode": "standard", "max_attempts": 3}))
-    logger = Logger(service=environ.get("POWERTOOLS_SERVICE_NAME", "jobkit"))
-    copy_config_to_registered_loggers(source_logger=logger, include={"jobkit", "jobkit.runner", "jobkit.push"})
-    group = JobQueueGroup(None, declaration=declaration, sqs_client=sqs, queue_urls=queue_urls)
+    # Few, quick retries: when the dedup store is throttled the job runs anyway
+    # (fail-open), so waiting long for it only delays the job.
+    dynamodb: Any = boto3.client(
+        "dynamodb",
+        config=Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=2, read_timeout=2),
+    )
+    logger = Logger(service=environ.get("JOBKIT_SERVICE", declaration.prefix))
+    copy_config_to_registered_loggers(source_logger=logger, include={"jobkit.runner", "jobkit.push", "jobkit.dedup"})
+    store = DedupStore(DynamoDBDedupBackend(dynamodb, declaration.table_name))
+    group = JobQueueGroup(None, declaration=declaration, sqs_client=sqs, queue_urls=queue_urls, dedup_store=store)
     return Runner(
         declaration,
         queues=SqsQueues(sqs, QueueDirectory(sqs, declaration, queue_urls)),
+        dedup=store,
         group_factory=group.for_domain,
+        metrics=EmfMetrics(declaration.namespace),
     )

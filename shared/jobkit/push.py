@@ -372,7 +372,12 @@ class JobQueueGroup:
             return
         for entry in sent:
             if entry.spec.is_root_job():
-                recorder.record_root(entry.spec)
+                try:
+                    recorder.record_root(entry.spec)
+                except JobKitError as exc:
+                    # The job is enqueued; failing the push now would make the app push
+                    # it again. The runner records the timestamp when it meets the root.
+                    log.warning("could not record root job %s: %s", entry.spec.id, exc)
 
 
 def pack_batches(

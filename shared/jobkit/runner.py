@@ -2,16 +2,19 @@
 
 One :class:`Runner` serves one Lambda container. Per record it
 
-1. parses the spec and resolves the class from the declaration (a message that
-   fails either is *poison*: it goes to the DLQ with the reason, alone);
+1. parses the spec and resolves the class from the declaration; a message that
+   fails either is *poison*: it goes to the DLQ with the reason, alone;
 2. re-enqueues a job whose release time is still ahead (a delay hop, not an attempt);
-3. runs the job, then ``tear_down(succeeded)``;
-4. on failure, hides the message for an exponential backoff and reports it as a
-   batch item failure, or dead-letters it with the reason when it may not retry
-   or has used its last attempt.
+3. asks the dedup store whether the job runs: it may be superseded by a newer
+   root job, a duplicate of a later successful run, a redelivery of a
+   ``deliver_once`` job that already ran, or deferred while its twin runs;
+4. runs the job, then ``tear_down(succeeded)``, and settles its claims;
+5. on failure, writes a failure record, then hides the message for an
+   exponential backoff and reports it as a batch item failure, or dead-letters
+   it with the reason when it may not retry or has used its last attempt.
 
-This module talks to SQS only through the injected :class:`~jobkit.sqs.SqsQueues`
-port and never imports boto3.
+Nothing here can crash a batch: every record ends with a result. This module
+talks to AWS only through injected ports and never imports boto3.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ import logging
 import random
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.backoff import retry_delay_s
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, JobType
+from jobkit.dedup import Admission, Candidate, DedupStore, FailureRecord, Verdict
 from jobkit.errors import JobClassError, JobFailed, NonRetryableError, SpecError
 from jobkit.job import Job, JobContext
 from jobkit.outcome import Outcome, RecordResult
@@ -38,6 +43,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UNKNOWN_TYPE = "unknown"
+_SKIPPED = {
+    Verdict.SUPERSEDED: Outcome.SUPERSEDED,
+    Verdict.DUPLICATE: Outcome.DUPLICATE,
+    Verdict.REDELIVERED: Outcome.REDELIVERED,
+}
 
 
 class QueuePort(Protocol):
@@ -60,12 +70,41 @@ class LambdaContext(Protocol):
     def get_remaining_time_in_millis(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class _Delivery:
+    """One delivery of a parsed job: the record, the spec and what we know of it."""
+
+    record: Mapping[str, Any]
+    spec: JobSpecification
+    job_type: JobType
+    attempt: int
+    receive_count: int
+
+    @property
+    def keys(self) -> dict[str, Any]:
+        """Structured log keys. Never the params: those are logged at DEBUG only."""
+        return {"job_id": self.spec.id, "job_type": self.spec.type, "domain": self.spec.domain}
+
+    def result(self, outcome: Outcome, **fields: Any) -> RecordResult:
+        return RecordResult(
+            message_id=self.record["messageId"],
+            job_type=self.spec.type,
+            outcome=outcome,
+            job_id=self.spec.id,
+            domain=self.spec.domain,
+            attempt=self.attempt,
+            **fields,
+        )
+
+
 class Runner:
     """Runs the jobs of SQS batches.
 
     Args:
         declaration: the job types this runner may run.
         queues: SQS operations (backoff, dead-lettering, re-enqueueing).
+        dedup: the dedup store; without one, jobs run without de-duplication
+            and no failure records are written.
         group_factory: makes the push SDK that jobs use to push more jobs, per domain.
         metrics: receives one :class:`RecordResult` per record; flushed per batch.
         clock: the time source (tests and the local stack move it).
@@ -77,6 +116,7 @@ class Runner:
         declaration: Declaration,
         *,
         queues: QueuePort,
+        dedup: DedupStore | None = None,
         group_factory: Callable[[str | None], JobQueueGroup] | None = None,
         metrics: MetricsPort | None = None,
         clock: Clock | None = None,
@@ -85,6 +125,7 @@ class Runner:
     ) -> None:
         self.declaration = declaration
         self._queues = queues
+        self._dedup = dedup
         self._group_factory = group_factory
         self._metrics = metrics
         self._clock = clock or SystemClock()
@@ -108,7 +149,7 @@ class Runner:
                 log.warning("could not emit metrics", exc_info=True)
         return results
 
-    # -- one record ------------------------------------------------------------
+    # -- one record ------------------------------------------------------------------
 
     def _handle_safely(self, record: Mapping[str, Any], context: LambdaContext | None) -> RecordResult:
         try:
@@ -125,34 +166,56 @@ class Runner:
             job_class = self._registry.resolve(spec.type)
         except (SpecError, JobClassError) as exc:
             return self._poison(record, exc, receive_count)
+        delivery = _Delivery(record, spec, job_type, spec.prior_attempts + receive_count, receive_count)
 
-        keys = {"job_id": spec.id, "job_type": spec.type, "domain": spec.domain}
         now = self._clock.now()
         if spec.release_at is not None and spec.release_at > now:
-            return self._hop(record, spec, now, keys)
+            return self._hop(delivery, spec.release_at - now)
+        if delivery.attempt > job_type.max_attempts:
+            # The last allowed attempt never reported back (a timeout or a crash).
+            error = JobFailed(f"attempt {delivery.attempt - 1} did not finish (timed out or crashed)")
+            return self._dead_letter_after_failure(delivery, "attempts_exhausted", error, {})
+        try:
+            job = job_class(spec, self._job_context(delivery, context))
+        except Exception as exc:  # the job's own constructor failed: a failed attempt
+            return self._fail(delivery, exc, permanent=isinstance(exc, NonRetryableError), fields={})
+        admission = self._admit(job, delivery, context)
+        if admission.verdict is Verdict.DEFER:
+            return self._defer(delivery, admission)
+        if admission.verdict is not Verdict.RUN:
+            log.info("job skipped (%s): %s", admission.verdict, admission.reason, extra=delivery.keys)
+            return delivery.result(_SKIPPED[admission.verdict], dedup_unavailable=admission.unavailable)
+        return self._run(job, delivery, admission)
 
-        attempt = spec.prior_attempts + receive_count
-        job = job_class(spec, self._job_context(spec, job_type, attempt, context))
-        return self._run(record, job, job_type, attempt, keys)
-
-    def _job_context(
-        self, spec: JobSpecification, job_type: JobType, attempt: int, context: LambdaContext | None
-    ) -> JobContext:
-        factory = self._group_factory
-        job_context = JobContext(attempt=attempt, job_type=job_type)
+    def _job_context(self, delivery: _Delivery, context: LambdaContext | None) -> JobContext:
+        factory, domain = self._group_factory, delivery.spec.domain
+        job_context = JobContext(attempt=delivery.attempt, job_type=delivery.job_type)
         if context is not None:
             job_context.remaining_ms = context.get_remaining_time_in_millis
         if factory is not None:
-            job_context._queue_group = lambda: factory(spec.domain)
+            job_context._queue_group = lambda: factory(domain)
         return job_context
 
-    def _run(
-        self, record: Mapping[str, Any], job: Job, job_type: JobType, attempt: int, keys: dict[str, Any]
-    ) -> RecordResult:
-        spec = job.spec
+    def _admit(self, job: Job, delivery: _Delivery, context: LambdaContext | None) -> Admission:
+        if self._dedup is None:
+            return Admission(Verdict.RUN)
+        ignore_duplicates = job.ignore_duplicates()
+        remaining_s = context.get_remaining_time_in_millis() / 1000 if context else delivery.job_type.timeout_s
+        return self._dedup.admit(
+            Candidate(
+                spec=delivery.spec,
+                ignore_duplicates=ignore_duplicates,
+                dedup_hash=job.dedup_hash() if ignore_duplicates else None,
+                deliver_once=delivery.job_type.deliver_once,
+                lease_until=self._clock.now() + remaining_s,
+            )
+        )
+
+    def _run(self, job: Job, delivery: _Delivery, admission: Admission) -> RecordResult:
+        spec = delivery.spec
         started = self._clock.now()
-        log.info("running job", extra={**keys, "attempt": attempt})
-        log.debug("job params", extra={**keys, "params": spec.params})
+        log.info("running %s %s, attempt %d", spec.type, spec.id, delivery.attempt, extra=delivery.keys)
+        log.debug("job params", extra={**delivery.keys, "params": spec.params})
         succeeded = False
         error: BaseException | None = None
         try:
@@ -160,96 +223,110 @@ class Runner:
         except Exception as exc:
             error = exc
         finally:
-            self._tear_down(job, succeeded, keys)
+            self._tear_down(job, succeeded, delivery)
         finished = self._clock.now()
-        timings = {
+        settled = self._dedup.finish(admission, succeeded=succeeded, started_at=started) if self._dedup else True
+        fields = {
+            "started_at": started,
             "pickup_delay_ms": max(0.0, started - (spec.ready_at or started)) * 1000,
             "root_job_age_ms": (
                 max(0.0, started - spec.root_job_timestamp) * 1000 if spec.root_job_timestamp is not None else None
             ),
             "run_time_ms": (finished - started) * 1000,
-        }
-        base = {
-            "message_id": record["messageId"],
-            "job_type": spec.type,
-            "job_id": spec.id,
-            "domain": spec.domain,
-            "attempt": attempt,
-            "started_at": started,
-            **timings,
+            "dedup_unavailable": admission.unavailable or not settled,
         }
         if succeeded:
-            log.info("job succeeded", extra={**keys, "run_time_ms": timings["run_time_ms"]})
-            return RecordResult(outcome=Outcome.SUCCEEDED, **base)
+            log.info(
+                "%s %s succeeded", spec.type, spec.id, extra={**delivery.keys, "run_time_ms": fields["run_time_ms"]}
+            )
+            return delivery.result(Outcome.SUCCEEDED, **fields)
         if error is None:
             error = JobFailed(f"{type(job).__name__}.run() returned False")
-        return self._fail(record, job, job_type, attempt, error, base, keys)
+        return self._fail(delivery, error, permanent=_is_permanent(job, error), fields=fields)
 
-    def _fail(
-        self,
-        record: Mapping[str, Any],
-        job: Job,
-        job_type: JobType,
-        attempt: int,
-        error: BaseException,
-        base: dict[str, Any],
-        keys: dict[str, Any],
-    ) -> RecordResult:
-        described = _describe(error)
-        tail = _traceback_tail(error)
-        permanent = isinstance(error, NonRetryableError) or not job.allow_retries()
-        if permanent or attempt >= job_type.max_attempts:
-            kind = "non_retryable" if permanent else "attempts_exhausted"
-            log.error(
-                "%s %s failed on attempt %d, dead-lettered (%s): %s",
-                job.type,
-                job.id,
-                attempt,
-                kind,
-                described,
-                extra={**keys, "attempt": attempt, "traceback": tail},
-            )
-            reason = DeadLetterReason(kind, type(error).__name__, str(error), attempt)
-            if self._dead_letter(record, reason, keys):
-                return RecordResult(outcome=Outcome.DEAD_LETTERED, error=described, **base)
-            return RecordResult(outcome=Outcome.RETRIED, error=described, **base)
-        delay = retry_delay_s(job_type.backoff, attempt, self._rng)
-        log.warning(
-            "%s %s failed on attempt %d, retrying in %ss: %s",
-            job.type,
-            job.id,
-            attempt,
-            delay,
-            described,
-            extra={**keys, "attempt": attempt, "traceback": tail},
-        )
-        try:
-            self._queues.change_visibility(record["eventSourceARN"], record["receiptHandle"], delay)
-        except Exception:  # the queue's own visibility timeout applies instead
-            log.warning("could not set retry backoff", exc_info=True, extra=keys)
-        return RecordResult(outcome=Outcome.RETRIED, error=described, **base)
-
-    def _tear_down(self, job: Job, succeeded: bool, keys: dict[str, Any]) -> None:
+    def _tear_down(self, job: Job, succeeded: bool, delivery: _Delivery) -> None:
         try:
             job.tear_down(succeeded)
         except Exception:
-            log.exception("tear_down failed; the attempt's outcome stands", extra=keys)
+            log.exception("tear_down failed; the attempt's outcome stands", extra=delivery.keys)
 
-    # -- messages that do not run --------------------------------------------------
+    # -- failures ------------------------------------------------------------------------
+
+    def _fail(
+        self, delivery: _Delivery, error: BaseException, *, permanent: bool, fields: dict[str, Any]
+    ) -> RecordResult:
+        if not self._record_failure(delivery, error):
+            fields = {**fields, "dedup_unavailable": True}
+        if permanent:
+            return self._dead_letter_after_failure(delivery, "non_retryable", error, fields)
+        if delivery.attempt >= delivery.job_type.max_attempts:
+            return self._dead_letter_after_failure(delivery, "attempts_exhausted", error, fields)
+        delay = retry_delay_s(delivery.job_type.backoff, delivery.attempt, self._rng)
+        spec = delivery.spec
+        log.warning(
+            "%s %s failed on attempt %d, retrying in %ss: %s",
+            spec.type,
+            spec.id,
+            delivery.attempt,
+            delay,
+            _describe(error),
+            extra={**delivery.keys, "attempt": delivery.attempt, "traceback": _traceback_tail(error)},
+        )
+        try:
+            record = delivery.record
+            self._queues.change_visibility(record["eventSourceARN"], record["receiptHandle"], delay)
+        except Exception:  # the queue's own visibility timeout applies instead
+            log.warning("could not set the retry backoff", exc_info=True, extra=delivery.keys)
+        return delivery.result(Outcome.RETRIED, error=_describe(error), **fields)
+
+    def _record_failure(self, delivery: _Delivery, error: BaseException) -> bool:
+        if self._dedup is None:
+            return True
+        spec = delivery.spec
+        return self._dedup.record_failure(
+            FailureRecord(
+                job_id=spec.id,
+                job_type=spec.type,
+                domain=spec.domain,
+                attempt=delivery.attempt,
+                at=self._clock.now(),
+                error_class=type(error).__name__,
+                message=str(error)[:4096],
+                traceback=_traceback_tail(error),
+            )
+        )
+
+    def _dead_letter_after_failure(
+        self, delivery: _Delivery, kind: str, error: BaseException, fields: dict[str, Any]
+    ) -> RecordResult:
+        spec = delivery.spec
+        log.error(
+            "%s %s failed on attempt %d, dead-lettered (%s): %s",
+            spec.type,
+            spec.id,
+            delivery.attempt,
+            kind,
+            _describe(error),
+            extra={**delivery.keys, "attempt": delivery.attempt, "traceback": _traceback_tail(error)},
+        )
+        reason = DeadLetterReason(kind, type(error).__name__, str(error), delivery.attempt)
+        outcome = (
+            Outcome.DEAD_LETTERED if self._dead_letter(delivery.record, reason, delivery.keys) else Outcome.RETRIED
+        )
+        return delivery.result(outcome, error=_describe(error), **fields)
 
     def _poison(self, record: Mapping[str, Any], error: Exception, receive_count: int) -> RecordResult:
         job_type = _attribute(record, TYPE_ATTRIBUTE) or UNKNOWN_TYPE
-        described = _describe(error)
+        message_id = record.get("messageId")
         log.error(
             "poison message %s dead-lettered: %s",
-            record.get("messageId"),
-            described,
-            extra={"message_id": record.get("messageId"), "job_type": job_type},
+            message_id,
+            _describe(error),
+            extra={"message_id": message_id, "job_type": job_type},
         )
         reason = DeadLetterReason("poison", type(error).__name__, str(error), receive_count)
-        if self._dead_letter(record, reason, {"job_type": job_type}):
-            return RecordResult(record["messageId"], job_type, Outcome.POISONED, error=described)
-        return RecordResult(record["messageId"], job_type, Outcome.RETRIED, error=described)
+        outcome = Outcome.POISONED if self._dead_letter(record, reason, {"job_type": job_type}) else Outcome.RETRIED
+        return RecordResult(record["messageId"], job_type, outcome, attempt=receive_count, error=_describe(error))
 
     def _dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, keys: dict[str, Any]) -> bool:
         try:
@@ -258,21 +335,43 @@ class Runner:
         except Exception:
             # The original stays in the queue; the redrive policy moves it to the
             # DLQ once its receive count passes maxReceiveCount.
-            log.exception("could not move message to the DLQ; leaving it for the redrive policy", extra=keys)
+            log.exception("could not move a message to the DLQ; leaving it for the redrive policy", extra=keys)
             return False
 
-    def _hop(self, record: Mapping[str, Any], spec: JobSpecification, now: float, keys: dict[str, Any]) -> RecordResult:
-        """Re-enqueue a job that is not released yet: the original spec, a new delay."""
-        assert spec.release_at is not None
-        delay = min(MAX_DELAY_S, max(1, int(-(-(spec.release_at - now) // 1))))
-        result = {"message_id": record["messageId"], "job_type": spec.type, "job_id": spec.id, "domain": spec.domain}
+    # -- re-enqueueing -----------------------------------------------------------------------
+
+    def _hop(self, delivery: _Delivery, remaining_s: float) -> RecordResult:
+        """Re-enqueue a job that is not released yet: the same body, a new delay. Not an attempt."""
+        delay = min(MAX_DELAY_S, max(1, int(-(-remaining_s // 1))))
+        return self._requeue(delivery, delivery.record["body"], delay, Outcome.DELAYED, "not released yet")
+
+    def _defer(self, delivery: _Delivery, admission: Admission) -> RecordResult:
+        """Re-enqueue a twin while an identical job runs. Keeps the original enqueue
+        time; this delivery does not count as an attempt."""
+        body = delivery.spec.replace(prior_attempts=delivery.attempt - 1).to_message()
+        return self._requeue(delivery, body, admission.defer_s, Outcome.DEFERRED, admission.reason)
+
+    def _requeue(self, delivery: _Delivery, body: str, delay_s: int, outcome: Outcome, why: str) -> RecordResult:
         try:
-            self._queues.requeue(record, record["body"], delay)
+            self._queues.requeue(delivery.record, body, delay_s)
         except Exception as exc:
-            log.warning("could not re-enqueue a delayed job; it will be redelivered", exc_info=True, extra=keys)
-            return RecordResult(outcome=Outcome.RETRIED, error=_describe(exc), **result)
-        log.info("job not released yet; re-enqueued for %ss", delay, extra=keys)
-        return RecordResult(outcome=Outcome.DELAYED, **result)
+            # The message stays; it comes back after its visibility timeout.
+            log.warning(
+                "could not re-enqueue (%s); the message will be redelivered", why, exc_info=True, extra=delivery.keys
+            )
+            return delivery.result(Outcome.RETRIED, error=_describe(exc))
+        log.info("re-enqueued for %ss: %s", delay_s, why, extra=delivery.keys)
+        return delivery.result(outcome)
+
+
+def _is_permanent(job: Job, error: BaseException) -> bool:
+    if isinstance(error, NonRetryableError):
+        return True
+    try:
+        return not job.allow_retries()
+    except Exception:
+        log.exception("allow_retries() raised; retrying")
+        return False
 
 
 def _describe(error: BaseException) -> str:

@@ -20,10 +20,12 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
+from jobkit.dedup import DedupStore
+from jobkit.dedup_dynamodb import DynamoDBDedupBackend
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.results import ResultLog
@@ -46,6 +48,7 @@ class LocalStack:
         port: the port for ``server=True``; 0 picks a free one.
         region: the emulated region.
         seed: seeds backoff jitter, for repeatable runs.
+        emf_stream: if given, runners also write their EMF metrics documents here.
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class LocalStack:
         port: int = 0,
         region: str = "us-east-1",
         seed: int | None = None,
+        emf_stream: TextIO | None = None,
     ) -> None:
         self.declaration = declaration
         self.clock = clock or SystemClock()
@@ -68,6 +72,7 @@ class LocalStack:
         self._server_wanted = server
         self._host, self._port = host, port
         self._seed = seed
+        self._emf_stream = emf_stream
         self._exit = contextlib.ExitStack()
         self._group: JobQueueGroup | None = None
         self.mappings: dict[str, EventSourceMapping] = {}
@@ -88,6 +93,7 @@ class LocalStack:
             self.dynamodb = self.client("dynamodb")
             self.queue_urls = provision_queues(self.sqs, self.declaration)
             provision_table(self.dynamodb, self.declaration)
+            self.dedup_backend = DynamoDBDedupBackend(self.dynamodb, self.declaration.table_name)
             self._add_code_dir()
             self._wire_runners()
         except BaseException:
@@ -143,10 +149,20 @@ class LocalStack:
                 queue_urls=self.queue_urls,
                 clock=self.clock,
                 sleep=lambda _: None,
+                dedup_store=self.dedup_store(),
             )
         return self._group.for_domain(domain)
 
+    def dedup_store(self) -> DedupStore:
+        """A dedup store on the local table, with its own root cache (one per "container")."""
+        return DedupStore(self.dedup_backend, clock=self.clock)
+
     def _wire_runners(self) -> None:
+        from jobkit.metrics import EmfMetrics
+
+        metrics: Any = self.results
+        if self._emf_stream is not None:
+            metrics = _Tee(self.results, EmfMetrics(self.declaration.namespace, self._emf_stream))
         import random
 
         directory = QueueDirectory(self.sqs, self.declaration, self.queue_urls)
@@ -155,8 +171,9 @@ class LocalStack:
             runner = Runner(
                 self.declaration,
                 queues=SqsQueues(self.sqs, directory),
+                dedup=self.dedup_store(),
                 group_factory=self.queue_group,
-                metrics=self.results,
+                metrics=metrics,
                 clock=self.clock,
                 rng=random.Random(self._seed),
             )
@@ -263,6 +280,21 @@ class LocalStack:
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
             )
         return messages
+
+
+class _Tee:
+    """Hands each record result to several metrics sinks."""
+
+    def __init__(self, *sinks: Any) -> None:
+        self._sinks = sinks
+
+    def record(self, result: Any) -> None:
+        for sink in self._sinks:
+            sink.record(result)
+
+    def flush(self) -> None:
+        for sink in self._sinks:
+            sink.flush()
 
 
 def _remove_from_path(path: str) -> None:

@@ -1,0 +1,108 @@
+"""CloudWatch metrics as EMF (embedded metric format), per job type.
+
+Under the declaration's namespace, with the dimension ``JobType``:
+
+==========================  ============  ===============================================
+metric                      unit          what
+==========================  ============  ===============================================
+``PickupDelay``             Milliseconds  start minus ready time (release, else enqueue)
+``RootJobAge``              Milliseconds  start minus rootJobTimestamp, for jobs with root params
+``RunTime``                 Milliseconds  how long ``run()`` took
+``Succeeded``               Count         attempts that succeeded
+``Failed``                  Count         attempts that failed (retried or dead-lettered)
+``Retried``                 Count         failed attempts that will be retried
+``DeadLettered``            Count         messages moved to the DLQ (failures and poison)
+``Poisoned``                Count         unparseable or unresolvable messages (also in DeadLettered)
+``Duplicate``               Count         skipped: an identical later run succeeded
+``Superseded``              Count         skipped: a newer root job replaced the leaf
+``Deferred``                Count         re-enqueued while an identical job ran
+``Delayed``                 Count         re-enqueued until the release time (delay hops)
+``Redelivered``             Count         skipped: a deliver_once job that already ran
+``DedupStoreUnavailable``   Count         jobs run without the dedup store (fail-open)
+==========================  ============  ===============================================
+
+Powertools' ``EphemeralMetrics`` builds each EMF document: it keeps no state
+between instances, so metrics never leak from one batch (or test) to the next.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter, defaultdict
+from typing import Any, TextIO
+
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+
+from jobkit.outcome import Outcome, RecordResult
+
+DIMENSION = "JobType"
+MAX_VALUES_PER_DOCUMENT = 100  # EMF allows at most 100 values per metric in one document
+
+_OUTCOME_METRICS = {
+    Outcome.SUCCEEDED: "Succeeded",
+    Outcome.RETRIED: "Retried",
+    Outcome.DEAD_LETTERED: "DeadLettered",
+    Outcome.POISONED: "Poisoned",
+    Outcome.DUPLICATE: "Duplicate",
+    Outcome.SUPERSEDED: "Superseded",
+    Outcome.DEFERRED: "Deferred",
+    Outcome.DELAYED: "Delayed",
+    Outcome.REDELIVERED: "Redelivered",
+}
+_TIMINGS = {"PickupDelay": "pickup_delay_ms", "RootJobAge": "root_job_age_ms", "RunTime": "run_time_ms"}
+
+
+class EmfMetrics:
+    """Collects record results and writes one EMF document per job type on flush.
+
+    Args:
+        namespace: the CloudWatch namespace (``Declaration.namespace``).
+        stream: where the documents go; Lambda ships stdout to CloudWatch Logs.
+    """
+
+    def __init__(self, namespace: str, stream: TextIO | None = None) -> None:
+        self._namespace = namespace
+        self._stream = stream
+        self._counts: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self._timings: defaultdict[str, defaultdict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+
+    def record(self, result: RecordResult) -> None:
+        counts = self._counts[result.job_type]
+        counts[_OUTCOME_METRICS[result.outcome]] += 1
+        if result.outcome is Outcome.POISONED:
+            counts["DeadLettered"] += 1
+        if result.failed:
+            counts["Failed"] += 1
+        if result.dedup_unavailable:
+            counts["DedupStoreUnavailable"] += 1
+        for metric, attribute in _TIMINGS.items():
+            value = getattr(result, attribute)
+            if value is not None:
+                self._timings[result.job_type][metric].append(value)
+
+    def flush(self) -> None:
+        stream = self._stream or sys.stdout
+        for job_type in sorted(set(self._counts) | set(self._timings)):
+            for document in self._documents(job_type):
+                stream.write(json.dumps(document, separators=(",", ":")) + "\n")
+        stream.flush()
+        self._counts.clear()
+        self._timings.clear()
+
+    def _documents(self, job_type: str) -> list[Any]:
+        timings: dict[str, list[float]] = self._timings.get(job_type, {})
+        chunks = max([1] + [-(-len(values) // MAX_VALUES_PER_DOCUMENT) for values in timings.values()])
+        documents = []
+        for chunk in range(chunks):
+            metrics = EphemeralMetrics(namespace=self._namespace)
+            metrics.add_dimension(DIMENSION, job_type)
+            if chunk == 0:
+                for name, count in self._counts.get(job_type, {}).items():
+                    metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
+            start = chunk * MAX_VALUES_PER_DOCUMENT
+            for name, values in timings.items():
+                for value in values[start : start + MAX_VALUES_PER_DOCUMENT]:
+                    metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+            documents.append(metrics.serialize_metric_set())
+        return documents
