@@ -14,7 +14,7 @@ from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, load_declaration
 from jobkit.local import LocalStack
 
-from testjobs import RUNS
+from testjobs import HOOKS, RUNS
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -50,6 +50,7 @@ def clock() -> VirtualClock:
 def stack(test_declaration: Declaration, clock: VirtualClock) -> Iterator[LocalStack]:
     with LocalStack(test_declaration, clock=clock, seed=1) as local:
         RUNS.clear()
+        HOOKS.clear()
         yield local
 
 
@@ -74,3 +75,8 @@ class RequestCounter:
 @pytest.fixture
 def sqs_requests(stack: LocalStack) -> RequestCounter:
     return RequestCounter(stack.sqs)
+
+
+@pytest.fixture
+def dynamodb_requests(stack: LocalStack) -> RequestCounter:
+    return RequestCounter(stack.dynamodb)

@@ -178,7 +178,7 @@ class DedupStore:
         clock: Clock | None = None,
         root_cache_ttl_s: float = 15.0,
         root_cache_size: int = 10_000,
-        max_defer_s: int = 30,
+        max_defer_s: int = 10,
     ) -> None:
         self.backend = backend
         self._clock = clock or SystemClock()
