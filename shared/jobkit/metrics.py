@@ -37,7 +37,10 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from jobkit.outcome import Outcome, RecordResult
 
 DIMENSION = "JobType"
-MAX_VALUES_PER_DOCUMENT = 100  # EMF allows at most 100 values per metric in one document
+# EMF allows 100 values per metric in one document, and Powertools prints a
+# document on its own once a metric reaches 100; stay below so that every
+# document goes to our stream.
+MAX_VALUES_PER_DOCUMENT = 99
 
 _OUTCOME_METRICS = {
     Outcome.SUCCEEDED: "Succeeded",

@@ -16,6 +16,7 @@ from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
 from jobkit.spec import new_root_job_params
+
 from testjobs import HOOKS, RUNS
 
 
@@ -185,7 +186,9 @@ def test_roots_are_per_domain(stack: LocalStack) -> None:
     params = new_root_job_params("k", stack.clock.now())
     stack.queue_group("enwiki").push(JobSpecification("leaf", params))
     stack.clock.advance(1)
-    stack.queue_group("dewiki").deduplicate_root_job(JobSpecification("leaf", new_root_job_params("k", stack.clock.now())))
+    stack.queue_group("dewiki").deduplicate_root_job(
+        JobSpecification("leaf", new_root_job_params("k", stack.clock.now()))
+    )
     stack.drain()
     assert outcomes(stack, "leaf") == {Outcome.SUCCEEDED: 1}
 
