@@ -14,6 +14,7 @@ variables, so an invocation never looks anything up:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,8 +53,12 @@ def runner_from_environment(environ: Mapping[str, str]) -> Runner:
         "dynamodb",
         config=Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=2, read_timeout=2),
     )
-    logger = Logger(service=environ.get("JOBKIT_SERVICE", declaration.prefix))
-    copy_config_to_registered_loggers(source_logger=logger, include={"jobkit.runner", "jobkit.push", "jobkit.dedup"})
+    # Not named "jobkit": that is the package's own logger, which this one configures.
+    logger = Logger(service=environ.get("JOBKIT_SERVICE", f"{declaration.prefix}-runner"))
+    # jobkit's modules log to children of the "jobkit" logger; give it Powertools'
+    # JSON handler, so their records carry job_id, job_type and domain as keys.
+    logging.getLogger("jobkit")
+    copy_config_to_registered_loggers(source_logger=logger, include={"jobkit"})
     store = DedupStore(DynamoDBDedupBackend(dynamodb, declaration.table_name))
     group = JobQueueGroup(None, declaration=declaration, sqs_client=sqs, queue_urls=queue_urls, dedup_store=store)
     return Runner(

@@ -92,3 +92,16 @@ def test_redrive_moves_a_message_past_max_receive_count(stack: LocalStack) -> No
     assert esm.poll() == 0
     assert stack.queue_depth("noop") == 0
     assert stack.queue_depth("noop", dlq=True) == 1
+
+
+def test_the_stack_can_serve_on_a_loopback_port(test_declaration: Any) -> None:
+    import boto3
+
+    with LocalStack(test_declaration, server=True) as stack:
+        assert stack.endpoint_url is not None and stack.endpoint_url.startswith("http://127.0.0.1:")
+        # another client (as another process would) reaches it by its endpoint
+        client = boto3.client("sqs", region_name="us-east-1", endpoint_url=stack.endpoint_url)
+        url = client.get_queue_url(QueueName="test-noop")["QueueUrl"]
+        client.send_message(QueueUrl=url, MessageBody=JobSpecification("noop").stamped(0).to_message())
+        stack.drain()
+        assert [r.outcome.value for r in stack.results.results] == ["succeeded"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -27,8 +28,22 @@ def example_stack(example_declaration: Declaration) -> Iterator[LocalStack]:
         yield stack
 
 
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    # The handler configures the "jobkit" logger for Lambda (JSON to stdout, no
+    # propagation); put it back as it was for the tests that follow.
+    package_logger = logging.getLogger("jobkit")
+    saved = (list(package_logger.handlers), package_logger.level, package_logger.propagate)
+    yield
+    package_logger.handlers, package_logger.level, package_logger.propagate = saved
+    logging.Logger.manager.loggerDict.pop("jobkit-runner", None)
+
+
 def load_app(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.syspath_prepend(str(RUNNER_DIR))  # Lambda's task root
+    # A Lambda container configures logging once; tests load the app many times
+    # in one process, so forget the last configuration (and its captured stream).
+    logging.Logger.manager.loggerDict.pop("jobkit-runner", None)
     spec = importlib.util.spec_from_file_location("runner_app", Path(RUNNER_DIR / "app.py"))
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -62,3 +77,30 @@ def test_importing_the_handler_creates_no_client(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(boto3, "client", lambda *a, **k: created.append(a[0]))
     load_app(monkeypatch)
     assert created == []
+
+
+def test_handler_logs_json_with_job_keys_and_emits_emf(
+    example_stack: LocalStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("JOBKIT_DECLARATION", json.dumps(declaration_to_dict(example_stack.declaration)))
+    monkeypatch.setenv("JOBKIT_QUEUE_URLS", json.dumps(example_stack.queue_urls))
+    spec = JobSpecification("refreshLinks", {"title": "Main Page", "secret": "hunter2"}, domain="enwiki")
+    example_stack.queue_group().push(spec)
+    url = example_stack.queue_urls["jobkit-refreshLinks"]
+    messages = example_stack.sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"])["Messages"]
+    app = load_app(monkeypatch)
+    capsys.readouterr()
+    app.handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:jobkit-refreshLinks"), FakeLambdaContext())
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    logs = [line for line in lines if "message" in line]
+    assert any(
+        log["level"] == "INFO"
+        and log["service"] == "jobkit-runner"
+        and log["job_id"] == spec.id
+        and log["job_type"] == "refreshLinks"
+        and log["domain"] == "enwiki"
+        for log in logs
+    ), logs
+    assert all("hunter2" not in json.dumps(line) for line in lines)
+    [emf] = [line for line in lines if "_aws" in line]
+    assert emf["JobType"] == "refreshLinks" and emf["Succeeded"] == [1.0]
