@@ -3,7 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint clean
+SAM_VENV := .venv-sam
+export SAM_CLI_TELEMETRY := 0
+
+.PHONY: demo test lint sam-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,5 +31,24 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The deploy path, offline: the template is current and lint-clean, SAM
+# validates it, and `sam build` builds the layer (with python/jobkit) and the
+# runners. SAM CLI pins its own boto3, so it lives in a venv of its own.
+$(SAM_VENV)/.installed:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SAM_VENV)/bin/pip install -q 'aws-sam-cli>=1.130'
+	touch $@
+
+sam-check: $(VENV)/.dev $(SAM_VENV)/.installed
+	$(BIN)/jobkit template --check
+	$(BIN)/cfn-lint template.yaml
+	$(SAM_VENV)/bin/sam validate --lint --template template.yaml
+	$(SAM_VENV)/bin/sam build --template template.yaml --build-dir .aws-sam/build
+	test -f .aws-sam/build/JobkitLayer/python/jobkit/__init__.py
+	test -f .aws-sam/build/JobkitLayer/python/pynamodb/__init__.py
+	test ! -e .aws-sam/build/JobkitLayer/python/botocore
+	@echo "sam-check: template current, lint-clean, validated and built"
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam

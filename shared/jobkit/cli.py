@@ -41,5 +41,40 @@ def demo(config_path: Path | None, seed: int) -> None:
     print_summary(summaries, wall_s)
 
 
+@main.command()
+@config_option
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("template.yaml"),
+    show_default=True,
+    help="Where the template goes.",
+)
+@click.option(
+    "--extra",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("infra/template-extra.yaml"),
+    show_default=True,
+    help="Your own resources, merged in (used if it exists).",
+)
+@click.option("--check", is_flag=True, help="Exit 1 if the file differs from what would be generated.")
+def template(config_path: Path | None, output: Path, extra: Path, check: bool) -> None:
+    """Render template.yaml (SAM) from the job declaration."""
+    from jobkit.template import load_extra, render
+
+    try:
+        text = render(load_declaration(config_path), load_extra(extra))
+    except JobKitError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if check:
+        current = output.read_text() if output.exists() else ""
+        if current != text:
+            raise click.ClickException(f"{output} is stale: run `jobkit template` and commit the result")
+        click.echo(f"{output} is up to date")
+        return
+    output.write_text(text)
+    click.echo(f"wrote {output}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -161,6 +161,28 @@ def load_declaration(path: str | os.PathLike[str] | None = None) -> Declaration:
     return parse_declaration(raw, source=source, base_dir=resolved.parent)
 
 
+def declaration_from_environment(environ: Mapping[str, str] | None = None) -> Declaration:
+    """The declaration an app or a runner is configured with:
+
+    - ``JOBKIT_DECLARATION``: the declaration as JSON (what a runner function gets), or
+    - ``JOBKIT_CONFIG``: a path to jobs.toml (default ``infra/jobs.toml``);
+    - ``JOBKIT_PREFIX``: the deployed stack's prefix, if it is not the declaration's.
+    """
+    import json
+
+    environ = os.environ if environ is None else environ
+    if "JOBKIT_DECLARATION" in environ:
+        try:
+            raw = json.loads(environ["JOBKIT_DECLARATION"])
+        except ValueError as exc:
+            raise ConfigError("$JOBKIT_DECLARATION", "", f"not valid JSON: {exc}") from exc
+        declaration = parse_declaration(raw, source="$JOBKIT_DECLARATION")
+    else:
+        declaration = load_declaration(environ.get("JOBKIT_CONFIG"))
+    prefix = environ.get("JOBKIT_PREFIX")
+    return declaration.with_prefix(prefix) if prefix else declaration
+
+
 def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | None = None) -> Declaration:
     """Validate an already-decoded declaration (a TOML document as a dict)."""
     _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types"})

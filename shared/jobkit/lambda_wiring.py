@@ -18,17 +18,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from jobkit.config import Declaration, load_declaration, parse_declaration
+from jobkit.config import declaration_from_environment
 from jobkit.runner import Runner
-
-
-def declaration_from_environment(environ: Mapping[str, str]) -> Declaration:
-    if "JOBKIT_DECLARATION" in environ:
-        declaration = parse_declaration(json.loads(environ["JOBKIT_DECLARATION"]), source="$JOBKIT_DECLARATION")
-    else:
-        declaration = load_declaration(environ.get("JOBKIT_CONFIG"))
-    prefix = environ.get("JOBKIT_PREFIX")
-    return declaration.with_prefix(prefix) if prefix else declaration
 
 
 def runner_from_environment(environ: Mapping[str, str]) -> Runner:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from jobkit.clock import Clock, SystemClock
-from jobkit.config import Declaration, load_declaration
+from jobkit.config import Declaration, declaration_from_environment
 from jobkit.errors import FailedJob, JobKitError, JobQueueError, SpecError
 from jobkit.spec import JobSpecification
 from jobkit.sqs import (
@@ -105,7 +105,8 @@ class JobQueueGroup:
 
     Args:
         domain: the tenant the jobs belong to; specs without a domain get this one.
-        declaration: the job types; defaults to ``load_declaration()``.
+        declaration: the job types; defaults to ``declaration_from_environment()``
+            ($JOBKIT_CONFIG or infra/jobs.toml, and $JOBKIT_PREFIX).
         sqs_client: a boto3 SQS client; one is created on first use if not given.
         queue_urls: SQS queue name -> URL, to skip GetQueueUrl (the deployed stack sets these).
         dedup_store: records root-job timestamps after a root job is sent.
@@ -134,7 +135,7 @@ class JobQueueGroup:
     ) -> None:
         self.domain = domain
         self._transport = _transport or _Transport(
-            declaration=declaration or load_declaration(),
+            declaration=declaration or declaration_from_environment(),
             client_factory=(lambda: sqs_client) if sqs_client is not None else _default_sqs_client,
             queue_urls=queue_urls or {},
             root_recorder=dedup_store,

@@ -10,14 +10,7 @@ import json
 from typing import Any
 
 from jobkit.config import Declaration
-
-#: How long a dead letter is kept: the SQS maximum, 14 days.
-DLQ_RETENTION_S = 14 * 24 * 3600
-#: How long a queued job is kept: 4 days, the SQS default.
-QUEUE_RETENTION_S = 4 * 24 * 3600
-#: The table's key and TTL attribute names.
-TABLE_KEYS = ("pk", "sk")
-TTL_ATTRIBUTE = "expires_at"
+from jobkit.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
 
 
 def provision_queues(sqs: Any, declaration: Declaration) -> dict[str, str]:

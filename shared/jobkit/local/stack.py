@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TextIO
 
 from jobkit.clock import Clock, SystemClock, VirtualClock
@@ -49,6 +50,9 @@ class LocalStack:
         region: the emulated region.
         seed: seeds backoff jitter, for repeatable runs.
         emf_stream: if given, runners also write their EMF metrics documents here.
+        template: create the resources from this SAM template (through
+            aws-sam-translator and moto's CloudFormation) instead of directly
+            from the declaration.
     """
 
     def __init__(
@@ -62,6 +66,7 @@ class LocalStack:
         region: str = "us-east-1",
         seed: int | None = None,
         emf_stream: TextIO | None = None,
+        template: Path | None = None,
     ) -> None:
         self.declaration = declaration
         self.clock = clock or SystemClock()
@@ -73,6 +78,8 @@ class LocalStack:
         self._host, self._port = host, port
         self._seed = seed
         self._emf_stream = emf_stream
+        self._template = template
+        self.stack_outputs: dict[str, str] = {}
         self._exit = contextlib.ExitStack()
         self._group: JobQueueGroup | None = None
         self.mappings: dict[str, EventSourceMapping] = {}
@@ -91,8 +98,11 @@ class LocalStack:
             self._start_aws()
             self.sqs = self.client("sqs")
             self.dynamodb = self.client("dynamodb")
-            self.queue_urls = provision_queues(self.sqs, self.declaration)
-            provision_table(self.dynamodb, self.declaration)
+            if self._template is not None:
+                self._deploy_template(self._template)
+            else:
+                self.queue_urls = provision_queues(self.sqs, self.declaration)
+                provision_table(self.dynamodb, self.declaration)
             self.dedup_backend = DynamoDBDedupBackend(self.dynamodb, self.declaration.table_name)
             self._add_code_dir()
             self._wire_runners()
@@ -128,6 +138,23 @@ class LocalStack:
             path = str(code_dir.resolve())
             sys.path.insert(0, path)
             self._exit.callback(_remove_from_path, path)
+
+    def _deploy_template(self, path: Path) -> None:
+        from jobkit.local.cloudformation import deploy, load_template
+        from jobkit.template import logical_id
+
+        stack = deploy(
+            self.client,
+            load_template(path),
+            stack_name=f"{self.declaration.prefix}-local",
+            parameters={"Prefix": self.declaration.prefix},
+            region=self.region,
+        )
+        self.stack_outputs = stack.outputs
+        for queue in self.declaration.queues:
+            q = logical_id(queue)
+            self.queue_urls[self.declaration.queue_name(queue)] = stack.outputs[f"{q}QueueUrl"]
+            self.queue_urls[self.declaration.dlq_name(queue)] = stack.outputs[f"{q}DeadLetterQueueUrl"]
 
     def client(self, service: str) -> Any:
         """A boto3 client for the emulated AWS."""

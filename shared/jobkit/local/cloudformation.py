@@ -1,0 +1,122 @@
+"""The deployed stack, locally: template.yaml through aws-sam-translator into
+moto's CloudFormation, so what runs locally is what deploys.
+
+Needs ``aws-sam-translator`` (the ``dev`` extra). Translation is offline: it
+needs a region, no credentials.
+
+moto differences this module works around (AWS behaves as the template says):
+
+- moto's CloudFormation ignores a table's ``TimeToLiveSpecification``; the
+  TTL is switched on afterwards with the template's own attribute name.
+- moto's event source mappings invoke the function (in Docker) when a message
+  arrives; the local stack runs its own emulator instead, so they are disabled.
+- moto skips ``AWS::CloudWatch::Alarm`` and ``AWS::SNS::Subscription``.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ARTIFACT_BUCKET = "jobkit-local-artifacts"
+CODE_PROPERTIES = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVersion": "ContentUri"}
+
+
+@dataclass(frozen=True)
+class DeployedStack:
+    name: str
+    outputs: dict[str, str]
+    template: dict[str, Any]  # the translated (CloudFormation) template
+
+
+def load_template(path: Path) -> dict[str, Any]:
+    from samtranslator.yaml_helper import yaml_parse
+
+    parsed: dict[str, Any] = yaml_parse(path.read_text())
+    return parsed
+
+
+def translate(
+    sam_template: Mapping[str, Any],
+    *,
+    region: str = "us-east-1",
+    bucket: str = ARTIFACT_BUCKET,
+    parameters: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """SAM -> CloudFormation, as `sam deploy` does, with code locations in ``bucket``."""
+    import copy
+
+    import boto3
+    from samtranslator.parser.parser import Parser
+    from samtranslator.translator.translator import Translator
+
+    template = copy.deepcopy(dict(sam_template))
+    for logical_id, resource in template.get("Resources", {}).items():
+        code_property = CODE_PROPERTIES.get(resource.get("Type", ""))
+        if code_property:
+            resource["Properties"][code_property] = {"Bucket": bucket, "Key": f"{logical_id}.zip"}
+    translator = Translator(
+        managed_policy_map=None, sam_parser=Parser(), boto_session=boto3.Session(region_name=region)
+    )
+    translated: dict[str, Any] = translator.translate(
+        template, parameter_values=dict(parameters or {}), get_managed_policy_map=lambda: {}
+    )
+    return translated
+
+
+def deploy(
+    clients: Any,
+    sam_template: Mapping[str, Any],
+    *,
+    stack_name: str,
+    parameters: Mapping[str, str],
+    region: str = "us-east-1",
+) -> DeployedStack:
+    """Create the stack in the (emulated) account. ``clients(service)`` makes a boto3 client."""
+    import json
+
+    s3, cloudformation, lambda_ = clients("s3"), clients("cloudformation"), clients("lambda")
+    s3.create_bucket(Bucket=ARTIFACT_BUCKET)
+    for logical_id, resource in sam_template.get("Resources", {}).items():
+        if resource.get("Type") in CODE_PROPERTIES:
+            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=f"{logical_id}.zip", Body=_placeholder_zip())
+    template = translate(sam_template, region=region, parameters=parameters)
+    cloudformation.create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(template),
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+        Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+    )
+    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+    if stack["StackStatus"] != "CREATE_COMPLETE":
+        raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}: {stack.get('StackStatusReason')}")
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    _disable_event_source_mappings(lambda_)
+    _enable_ttl(clients("dynamodb"), template, outputs)
+    return DeployedStack(stack_name, outputs, template)
+
+
+def _disable_event_source_mappings(lambda_: Any) -> None:
+    for mapping in lambda_.list_event_source_mappings()["EventSourceMappings"]:
+        lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+
+
+def _enable_ttl(dynamodb: Any, template: Mapping[str, Any], outputs: Mapping[str, str]) -> None:
+    for resource in template["Resources"].values():
+        ttl = resource.get("Properties", {}).get("TimeToLiveSpecification")
+        if resource["Type"] == "AWS::DynamoDB::Table" and ttl and ttl.get("Enabled"):
+            dynamodb.update_time_to_live(
+                TableName=outputs["JobsTableName"],
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]},
+            )
+
+
+def _placeholder_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("README", "placeholder: the local stack runs the code in-process\n")
+    return buffer.getvalue()

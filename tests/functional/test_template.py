@@ -1,0 +1,245 @@
+"""template.yaml: generated from the declaration, lint-clean before and after
+translation, least-privilege, and the same stack the local stack runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.api import ManualArgs, lint
+from click.testing import CliRunner
+
+from jobkit import JobSpecification
+from jobkit.cli import main
+from jobkit.clock import VirtualClock
+from jobkit.config import Declaration, parse_declaration
+from jobkit.errors import ConfigError
+from jobkit.local import LocalStack
+from jobkit.local.cloudformation import load_template, translate
+from jobkit.outcome import Outcome
+from jobkit.template import build, load_extra, logical_id, render
+
+from conftest import ROOT, START
+
+TEMPLATE = ROOT / "template.yaml"
+CONSUME = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
+
+
+@pytest.fixture(scope="module")
+def translated() -> dict[str, Any]:
+    return translate(load_template(TEMPLATE), parameters={"Prefix": "jobkit"})
+
+
+def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {name: r for name, r in template["Resources"].items() if r["Type"] == kind}
+
+
+# -- generation ---------------------------------------------------------------------------------
+
+
+def test_the_committed_template_is_current(example_declaration: Declaration) -> None:
+    assert TEMPLATE.read_text() == render(example_declaration, load_extra(ROOT / "infra" / "template-extra.yaml"))
+
+
+def test_check_fails_on_a_stale_template(tmp_path: Path) -> None:
+    stale = tmp_path / "template.yaml"
+    stale.write_text(TEMPLATE.read_text().replace("MemorySize: 256", "MemorySize: 512", 1))
+    config = ["--config", str(ROOT / "infra" / "jobs.toml"), "--extra", str(tmp_path / "none.yaml")]
+    result = CliRunner().invoke(main, ["template", "--check", "--output", str(stale), *config])
+    assert result.exit_code == 1 and "stale" in result.output
+    assert CliRunner().invoke(main, ["template", "--output", str(stale), *config]).exit_code == 0
+    assert CliRunner().invoke(main, ["template", "--check", "--output", str(stale), *config]).exit_code == 0
+
+
+def test_extra_resources_are_merged_and_never_overwritten(tmp_path: Path, example_declaration: Declaration) -> None:
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(
+        "Resources:\n  Uploads:\n    Type: AWS::S3::Bucket\nOutputs:\n  UploadsBucket:\n    Value: !Ref Uploads\n"
+    )
+    template = build(example_declaration, load_extra(extra))
+    assert template["Resources"]["Uploads"] == {"Type": "AWS::S3::Bucket"}
+    assert template["Outputs"]["UploadsBucket"] == {"Value": {"Ref": "Uploads"}}
+    extra.write_text("Resources:\n  JobsTable:\n    Type: AWS::S3::Bucket\n")
+    with pytest.raises(ConfigError, match=r"Resources\.JobsTable"):
+        build(example_declaration, load_extra(extra))
+    extra.write_text("Transform: Nope\n")
+    with pytest.raises(ConfigError, match="Transform"):
+        load_extra(extra)
+
+
+def test_a_queue_whose_environment_would_overflow_is_refused() -> None:
+    types = {
+        f"t{n}": {"class": "m:C", "queue": "shared", "remove_duplicates_ignore_params": ["x" * 60] * 5}
+        for n in range(12)
+    }
+    with pytest.raises(ConfigError, match="environment"):
+        build(parse_declaration({"types": types}, source="jobs.toml"))
+
+
+# -- linting ---------------------------------------------------------------------------------------
+
+
+def test_cfn_lint_is_clean_on_the_template() -> None:
+    assert [str(m) for m in lint(TEMPLATE.read_text(), config=ManualArgs(regions=["us-east-1"]))] == []
+
+
+def test_cfn_lint_is_clean_on_the_translated_template(translated: dict[str, Any]) -> None:
+    # Some rules (e.g. the queue's visibility timeout against the function timeout)
+    # only see the resources SAM generates.
+    matches = lint(json.dumps(translated), config=ManualArgs(regions=["us-east-1"]))
+    assert [str(m) for m in matches] == []
+
+
+# -- least privilege and encryption -----------------------------------------------------------------
+
+
+def statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for policy in role["Properties"].get("Policies", []):
+        for statement in policy["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            resources_ = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            found.append({**statement, "Action": actions, "Resource": resources_})
+    return found
+
+
+def test_no_sqs_or_dynamodb_action_is_granted_on_everything(translated: dict[str, Any]) -> None:
+    roles = resources(translated, "AWS::IAM::Role")
+    assert roles
+    for name, role in roles.items():
+        for statement in statements(role):
+            data_plane = [a for a in statement["Action"] if a.split(":")[0] in {"sqs", "dynamodb"}]
+            if data_plane:
+                assert "*" not in statement["Resource"], (name, statement)
+                assert all(a not in {"sqs:*", "dynamodb:*"} for a in data_plane), (name, statement)
+
+
+def test_each_runner_is_limited_to_its_own_queues(translated: dict[str, Any], example_declaration: Declaration) -> None:
+    for queue in example_declaration.queues.values():
+        q = logical_id(queue.name)
+        role = translated["Resources"][f"{q}RunnerRole"]
+        granted: dict[str, set[str]] = {}
+        for statement in statements(role):
+            for action in statement["Action"]:
+                for resource in statement["Resource"]:
+                    granted.setdefault(action, set()).add(json.dumps(resource, sort_keys=True))
+        own = json.dumps({"Fn::GetAtt": [f"{q}Queue", "Arn"]}, sort_keys=True)
+        dlq = json.dumps({"Fn::GetAtt": [f"{q}DeadLetterQueue", "Arn"]}, sort_keys=True)
+        for action in CONSUME:
+            assert granted[action] == {own}
+        pushes = {
+            example_declaration.types[t].queue for name in queue.types for t in example_declaration.types[name].pushes
+        }
+        allowed = {json.dumps({"Fn::GetAtt": [f"{logical_id(p)}Queue", "Arn"]}, sort_keys=True) for p in pushes}
+        assert granted["sqs:SendMessage"] == {own, dlq} | allowed
+        table = json.dumps({"Fn::GetAtt": ["JobsTable", "Arn"]}, sort_keys=True)
+        assert {r for a, rs in granted.items() if a.startswith("dynamodb:") for r in rs} == {table}
+
+
+def test_every_queue_is_encrypted_and_every_job_queue_has_a_dlq(translated: dict[str, Any]) -> None:
+    queues = resources(translated, "AWS::SQS::Queue")
+    assert queues
+    for name, queue in queues.items():
+        properties = queue["Properties"]
+        assert properties.get("SqsManagedSseEnabled") or properties.get("KmsMasterKeyId"), name
+        if not name.endswith("DeadLetterQueue"):
+            assert properties["RedrivePolicy"]["deadLetterTargetArn"] == {
+                "Fn::GetAtt": [name.replace("Queue", "DeadLetterQueue"), "Arn"]
+            }
+
+
+def test_the_table_is_encrypted_on_demand_with_ttl_and_recovery(translated: dict[str, Any]) -> None:
+    [table] = resources(translated, "AWS::DynamoDB::Table").values()
+    properties = table["Properties"]
+    assert properties["SSESpecification"] == {"SSEEnabled": True}
+    assert properties["BillingMode"] == "PAY_PER_REQUEST"
+    assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert properties["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+
+
+def test_runners_get_their_declaration_and_event_source(
+    translated: dict[str, Any], example_declaration: Declaration
+) -> None:
+    functions = resources(translated, "AWS::Lambda::Function")
+    mappings = resources(translated, "AWS::Lambda::EventSourceMapping")
+    for queue in example_declaration.queues.values():
+        q = logical_id(queue.name)
+        function = functions[f"{q}Runner"]["Properties"]
+        assert (function["Runtime"], function["Architectures"]) == ("python3.12", ["arm64"])
+        assert (function["Timeout"], function["MemorySize"]) == (queue.timeout_s, queue.memory_mb)
+        variables = function["Environment"]["Variables"]
+        runner_declaration = parse_declaration(json.loads(variables["JOBKIT_DECLARATION"]), source="env")
+        assert set(queue.types) <= set(runner_declaration.types)
+        [mapping] = [
+            m["Properties"] for m in mappings.values() if m["Properties"]["FunctionName"] == {"Ref": f"{q}Runner"}
+        ]
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert mapping["BatchSize"] == queue.batch_size
+        assert mapping["ScalingConfig"] == {"MaximumConcurrency": queue.max_concurrency}
+
+
+# -- the template's stack on moto ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def template_stack(example_declaration: Declaration) -> Iterator[LocalStack]:
+    with LocalStack(example_declaration, clock=VirtualClock(START), template=TEMPLATE) as stack:
+        yield stack
+
+
+def queue_settings(stack: LocalStack) -> dict[str, dict[str, Any]]:
+    settings = {}
+    for name, url in stack.queue_urls.items():
+        attributes = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        redrive = json.loads(attributes.get("RedrivePolicy", "{}"))
+        settings[name] = {
+            "VisibilityTimeout": attributes["VisibilityTimeout"],
+            "MessageRetentionPeriod": attributes["MessageRetentionPeriod"],
+            "SqsManagedSseEnabled": attributes.get("SqsManagedSseEnabled"),
+            "maxReceiveCount": redrive.get("maxReceiveCount"),
+            "deadLetterTarget": redrive.get("deadLetterTargetArn", "").rsplit(":", 1)[-1],
+        }
+    return settings
+
+
+def table_settings(stack: LocalStack) -> dict[str, Any]:
+    name = stack.declaration.table_name
+    table = stack.dynamodb.describe_table(TableName=name)["Table"]
+    ttl = stack.dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    return {
+        "KeySchema": table["KeySchema"],
+        "AttributeDefinitions": sorted(table["AttributeDefinitions"], key=lambda a: a["AttributeName"]),
+        "BillingMode": table["BillingModeSummary"]["BillingMode"],
+        "TTL": (ttl["TimeToLiveStatus"], ttl.get("AttributeName")),
+    }
+
+
+def test_the_template_stack_and_the_local_stack_agree(
+    template_stack: LocalStack, example_declaration: Declaration
+) -> None:
+    from_template = (queue_settings(template_stack), table_settings(template_stack))
+    template_stack.stop()
+    with LocalStack(example_declaration, clock=VirtualClock(START)) as direct:
+        assert (queue_settings(direct), table_settings(direct)) == from_template
+    assert from_template[1]["TTL"] == ("ENABLED", "expires_at")
+    assert from_template[0]["jobkit-refreshLinks"]["deadLetterTarget"] == "jobkit-refreshLinks-dlq"
+
+
+def test_jobs_run_through_the_resources_the_template_created(template_stack: LocalStack) -> None:
+    group = template_stack.queue_group("enwiki")
+    group.push([JobSpecification("refreshLinks", {"title": "A"}), JobSpecification("refreshLinks", {"title": "A"})])
+    group.push(JobSpecification("refreshLinks", {"title": "Module:Broken"}))
+    group.push(JobSpecification("enotifNotify", {"recipient": "a@example.org", "page": "A", "editor": "B"}))
+    template_stack.clock.advance(1)
+    template_stack.drain()
+    outcomes = template_stack.results.outcomes()
+    assert outcomes[Outcome.SUCCEEDED] == 2 and outcomes[Outcome.DUPLICATE] == 1
+    assert outcomes[Outcome.DEAD_LETTERED] == 1
+    [dead] = template_stack.dead_letters("refreshLinks")
+    assert dead["MessageAttributes"]["jobkit.reason"]["StringValue"] == "attempts_exhausted"
+    records = template_stack.dynamodb.scan(TableName=template_stack.stack_outputs["JobsTableName"])["Items"]
+    assert any(item["pk"]["S"].startswith("dup#") for item in records)
+    assert any(item["pk"]["S"].startswith("fail#") for item in records)
