@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,6 +26,7 @@ from jobkit.config import Declaration
 from jobkit.dedup import DedupStore
 from jobkit.dedup_dynamodb import DynamoDBDedupBackend
 from jobkit.local.esm import EventSourceMapping
+from jobkit.local.moto_time import moto_on_clock, next_visible_at
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.results import ResultLog
 from jobkit.push import JobQueueGroup
@@ -116,7 +115,7 @@ class LocalStack:
 
     def _start_aws(self) -> None:
         if isinstance(self.clock, VirtualClock):
-            self._exit.enter_context(_moto_clock(self.clock))
+            self._exit.enter_context(moto_on_clock(self.clock))
         if self._server_wanted:
             from moto.server import ThreadedMotoServer
 
@@ -256,18 +255,8 @@ class LocalStack:
 
     def next_wakeup(self) -> float | None:
         """When the next hidden or delayed message in a jobkit queue becomes visible."""
-        from moto.sqs.models import sqs_backends
-
-        backend = sqs_backends[ACCOUNT_ID][self.region]
-        now = self.clock.now()
-        times = []
-        for queue in self.declaration.queues:
-            sqs_queue = backend.queues.get(self.declaration.queue_name(queue))
-            for message in list(sqs_queue._messages) if sqs_queue else []:
-                when = max(message.visible_at, message.delayed_until) / 1000
-                if when >= now:  # a visible message that was not received is not waited for
-                    times.append(when)
-        return min(times) if times else None
+        names = [self.declaration.queue_name(queue) for queue in self.declaration.queues]
+        return next_visible_at(ACCOUNT_ID, self.region, names, self.clock.now())
 
     # -- looking ---------------------------------------------------------------------
 
@@ -327,20 +316,3 @@ class _Tee:
 def _remove_from_path(path: str) -> None:
     if path in sys.path:
         sys.path.remove(path)
-
-
-@contextlib.contextmanager
-def _moto_clock(clock: VirtualClock) -> Iterator[None]:
-    """Make moto's clock (visibility, delays, timestamps) read ``clock``.
-
-    moto reads the time through ``moto.core.utils.utcnow``; every SQS timing
-    decision goes through it.
-    """
-    import moto.core.utils as moto_utils
-
-    original = moto_utils.utcnow
-    moto_utils.utcnow = lambda: datetime.fromtimestamp(clock.now(), UTC).replace(tzinfo=None)
-    try:
-        yield
-    finally:
-        moto_utils.utcnow = original
