@@ -26,7 +26,7 @@ from jobkit.config import Declaration
 from jobkit.dedup import DedupStore
 from jobkit.dedup_dynamodb import DynamoDBDedupBackend
 from jobkit.local.esm import EventSourceMapping
-from jobkit.local.moto_time import moto_on_clock, next_visible_at
+from jobkit.local.moto_time import faster_receives, has_receivable, moto_on_clock, next_visible_at
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.results import ResultLog
 from jobkit.push import JobQueueGroup
@@ -114,6 +114,7 @@ class LocalStack:
         self._exit.close()
 
     def _start_aws(self) -> None:
+        self._exit.enter_context(faster_receives())
         if isinstance(self.clock, VirtualClock):
             self._exit.enter_context(moto_on_clock(self.clock))
         if self._server_wanted:
@@ -220,8 +221,17 @@ class LocalStack:
     # -- running -------------------------------------------------------------------
 
     def poll_once(self) -> int:
-        """Give every queue's event source mapping one poll. Returns records delivered."""
-        return sum(mapping.poll() for mapping in self.mappings.values())
+        """Give every queue's event source mapping one poll. Returns records delivered.
+
+        Queues with nothing to receive are skipped without a request: Lambda's
+        pollers long-poll them, which costs no time either.
+        """
+        now = self.clock.now()
+        return sum(
+            mapping.poll()
+            for queue, mapping in self.mappings.items()
+            if has_receivable(ACCOUNT_ID, self.region, self.declaration.queue_name(queue), now)
+        )
 
     def drain(self, *, until: float | None = None, max_polls: int = 1_000_000) -> int:
         """Run jobs until every queue is empty (or the clock reaches ``until``).
