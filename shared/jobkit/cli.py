@@ -29,16 +29,28 @@ config_option = click.option(
 @main.command()
 @config_option
 @click.option("--seed", default=7, show_default=True, help="Seed for retry jitter.")
-def demo(config_path: Path | None, seed: int) -> None:
-    """Run a small realistic workload on the embedded local AWS and summarise it."""
-    from jobkit.local.demo import print_summary, run_demo
+@click.option("--backlinks", default=100_000, show_default=True, help="Pages that embed the edited template.")
+def demo(config_path: Path | None, seed: int, backlinks: int) -> None:
+    """Run the job-queue RFC's story on the embedded local AWS and summarise it."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    logging.basicConfig(level=logging.WARNING, format="  %(levelname)-7s %(message)s")
-    try:
-        summaries, wall_s = run_demo(load_declaration(config_path), seed=seed)
-    except JobKitError as exc:
-        raise click.ClickException(str(exc)) from exc
-    print_summary(summaries, wall_s)
+    from jobkit.local.demo import print_report, run_demo
+
+    # The report shows what failed and why; the runner's own logs would repeat it.
+    logging.basicConfig(level=logging.CRITICAL)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
+        task = bar.add_task("running jobs on the local stack", total=None)
+
+        def progress(delivered: int) -> None:
+            bar.update(task, description=f"running jobs on the local stack: {delivered:,} messages handled")
+
+        try:
+            report = run_demo(load_declaration(config_path), seed=seed, backlinks=backlinks, on_progress=progress)
+        except JobKitError as exc:
+            raise click.ClickException(str(exc)) from exc
+    print_report(report)
+    if not report.balances:
+        raise SystemExit(1)
 
 
 @main.command()

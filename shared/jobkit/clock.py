@@ -48,6 +48,10 @@ class VirtualClock:
                 return time.time() + self._offset
             return self._frozen_at
 
+    @property
+    def flowing(self) -> bool:
+        return self._flowing
+
     def advance(self, seconds: float) -> None:
         if seconds < 0:
             raise ValueError("a clock only moves forward")

@@ -1,87 +1,183 @@
-"""``jobkit demo``: a small, realistic workload on the local stack.
+"""``jobkit demo``: the 2012 job-queue redesign RFC's story, on the local stack.
 
-A widely used template is edited (one htmlCacheUpdate root job fanning out
-into leaves), a batch of pages is queued for refreshLinks (with some
-duplicates), watchers get emails, and one job hits a bug that no retry fixes.
-Everything runs to completion on an embedded AWS; then a table shows, per
-type, what happened and how long jobs waited to be picked up.
+A widely used template is edited three times in quick succession. Each edit
+pushes an htmlCacheUpdate root job, which fans out into thousands of leaves in
+bounded steps, and refreshLinks jobs for the pages that use the template; the
+watchers get emails. The newer edits supersede the older edits' leaves, which
+are acknowledged without running; refreshLinks jobs for the same page collapse
+into one run; the emails, on their own queue, are picked up quickly while the
+purge backlog drains. One page's parser always crashes, so its job ends in the
+DLQ with the reason; one digest email is delayed by an hour.
+
+The summary counts what SQS accepted from every push and what became of each
+job, and checks that they balance: pushed = run + superseded + duplicate +
+dead-lettered.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration
+from jobkit.local.results import EnqueueCounter
 from jobkit.local.stack import LocalStack
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.spec import JobSpecification, new_root_job_params
 
 DOMAIN = "enwiki"
+TEMPLATE = "Template:Infobox settlement"
+EDIT_GAP_S = 0.05  # three saves in quick succession (virtual seconds)
 
 
 @dataclass(frozen=True)
 class TypeSummary:
     job_type: str
-    jobs: int
-    succeeded: int
-    failed_attempts: int
+    pushed: int
+    run: int
+    superseded: int
+    duplicate: int
     dead_lettered: int
-    skipped: int
     pickup_p50_ms: float | None
     pickup_p95_ms: float | None
 
+    @property
+    def balances(self) -> bool:
+        return self.pushed == self.run + self.superseded + self.duplicate + self.dead_lettered
 
-def workload(now: float, *, backlinks: int = 2000, pages: int = 40, emails: int = 25) -> list[JobSpecification]:
-    """The demo's jobs, as an app would push them after a burst of edits."""
-    template = "Template:Infobox settlement"
-    specs = [
-        JobSpecification(
-            "htmlCacheUpdate",
-            {
-                "table": "templatelinks",
-                "page": template,
-                "recursive": True,
-                "backlinks": backlinks,
-                **new_root_job_params(f"htmlCacheUpdate:templatelinks:{template}", now),
-            },
-        )
+
+@dataclass(frozen=True)
+class DemoReport:
+    summaries: list[TypeSummary]
+    dead_letter_reasons: list[str]
+    delayed: list[str]
+    wall_s: float
+
+    @property
+    def balances(self) -> bool:
+        return all(s.balances for s in self.summaries)
+
+
+def edit_jobs(edit: int, now: float, *, backlinks: int, pages: int, watchers: int) -> list[JobSpecification]:
+    """What one edit of the template queues (MediaWiki's LinksUpdate and EmailNotification)."""
+    root = {
+        "table": "templatelinks",
+        "page": TEMPLATE,
+        "recursive": True,
+        "range": [0, backlinks],
+        **new_root_job_params(f"htmlCacheUpdate:templatelinks:{TEMPLATE}", now),
+    }
+    specs = [JobSpecification("htmlCacheUpdate", root)]
+    specs += [
+        JobSpecification("refreshLinks", {"title": f"Page {n}", "causeAction": "edit", "causeAgent": f"Editor{edit}"})
+        for n in range(pages)
     ]
-    for n in range(pages):
-        # Every fourth page was edited twice: its second job is a duplicate.
-        title = f"Page {n % (pages * 3 // 4)}"
-        specs.append(JobSpecification("refreshLinks", {"title": title, "causeAction": "edit"}))
-    specs.append(JobSpecification("refreshLinks", {"title": "Module:Broken", "causeAction": "edit"}))
-    for n in range(emails):
-        specs.append(
-            JobSpecification(
-                "enotifNotify", {"recipient": f"watcher{n}@example.org", "page": template, "editor": "Alice"}
-            )
+    specs += [
+        JobSpecification(
+            "enotifNotify", {"recipient": f"watcher{n}@example.org", "page": TEMPLATE, "editor": f"Editor{edit}"}
         )
+        for n in range(watchers)
+    ]
     return specs
 
 
-def summarize(results: Sequence[RecordResult], job_types: Sequence[str]) -> list[TypeSummary]:
+def run_demo(
+    declaration: Declaration,
+    *,
+    seed: int = 7,
+    backlinks: int = 100_000,
+    pages: int = 150,
+    watchers: int = 40,
+    on_progress: Callable[[int], None] | None = None,
+) -> DemoReport:
+    """Run the story on an embedded AWS and summarise it."""
+    started = time.perf_counter()
+    clock = VirtualClock(time.time())
+    with LocalStack(declaration, clock=clock, seed=seed) as stack:
+        pushed = EnqueueCounter(stack.sqs)
+        group = stack.queue_group(DOMAIN)
+        first_edit = clock.now()
+        for edit in range(3):
+            # Keep the runners busy until the next edit comes in.
+            stack.drain(until=first_edit + edit * EDIT_GAP_S, on_poll=on_progress, parallel=True)
+            group.push(edit_jobs(edit, clock.now(), backlinks=backlinks, pages=pages, watchers=watchers))
+        group.push(
+            [
+                JobSpecification("refreshLinks", {"title": "Module:Broken", "causeAction": "edit"}),
+                JobSpecification(
+                    "enotifNotify",
+                    {"recipient": "digest@example.org", "page": "Weekly digest", "editor": "jobkit"},
+                    delay=3600,
+                ),
+            ]
+        )
+        stack.drain(on_poll=on_progress, parallel=True)
+        reasons = [_reason(m) for queue in declaration.queues for m in stack.dead_letters(queue)]
+        summaries = summarize(stack.results.results, pushed.by_type, sorted(declaration.types))
+        delayed = _delayed(stack.results.results)
+    return DemoReport(summaries, reasons, delayed, time.perf_counter() - started)
+
+
+def _delayed(results: Sequence[RecordResult]) -> list[str]:
+    """How the delayed jobs went: hops until the release, then the run."""
+    lines = []
+    hops = Counter(r.job_id for r in results if r.outcome is Outcome.DELAYED)
+    for job_id, count in hops.items():
+        runs = [r for r in results if r.job_id == job_id and r.ran]
+        if runs and runs[0].started_at is not None and runs[0].pickup_delay_ms is not None:
+            lines.append(
+                f"{runs[0].job_type} {job_id}: re-enqueued {count} times until its release, "
+                f"then picked up {runs[0].pickup_delay_ms:,.0f} ms after it"
+            )
+    return lines
+
+
+def summarize(results: Sequence[RecordResult], pushed: Counter[str], job_types: Sequence[str]) -> list[TypeSummary]:
+    """Per type: pushed (as SQS saw it), and each job's final outcome."""
+    final: dict[str, Outcome] = {}
+    for result in results:
+        if result.job_id is None or not result.outcome.is_final:
+            continue
+        if final.get(result.job_id) is not Outcome.SUCCEEDED:  # a job that ran once stays "run"
+            final[result.job_id] = result.outcome
+    type_of = {r.job_id: r.job_type for r in results if r.job_id is not None}
     summaries = []
     for job_type in job_types:
-        mine = [r for r in results if r.job_type == job_type]
-        delays = sorted(r.pickup_delay_ms for r in mine if r.pickup_delay_ms is not None and r.attempt == 1)
+        outcomes = Counter(o for job_id, o in final.items() if type_of[job_id] == job_type)
+        delays = sorted(
+            r.pickup_delay_ms
+            for r in results
+            if r.job_type == job_type and r.pickup_delay_ms is not None and r.attempt == 1
+        )
         summaries.append(
             TypeSummary(
                 job_type=job_type,
-                jobs=len({r.job_id for r in mine}),
-                succeeded=sum(r.outcome is Outcome.SUCCEEDED for r in mine),
-                failed_attempts=sum(r.failed for r in mine),
-                dead_lettered=sum(r.outcome in (Outcome.DEAD_LETTERED, Outcome.POISONED) for r in mine),
-                skipped=sum(r.outcome in (Outcome.DUPLICATE, Outcome.SUPERSEDED, Outcome.REDELIVERED) for r in mine),
+                pushed=pushed.get(job_type, 0),
+                run=outcomes[Outcome.SUCCEEDED],
+                superseded=outcomes[Outcome.SUPERSEDED],
+                duplicate=outcomes[Outcome.DUPLICATE] + outcomes[Outcome.REDELIVERED],
+                dead_lettered=outcomes[Outcome.DEAD_LETTERED] + outcomes[Outcome.POISONED],
                 pickup_p50_ms=_percentile(delays, 50),
                 pickup_p95_ms=_percentile(delays, 95),
             )
         )
     return summaries
+
+
+def _reason(message: dict[str, object]) -> str:
+    attributes = message.get("MessageAttributes") or {}
+    assert isinstance(attributes, dict)
+
+    def value(name: str) -> str:
+        return str(attributes.get(name, {}).get("StringValue", "?"))
+
+    return f"{value('JobType')}: {value('jobkit.reason')} after {value('jobkit.attempts')} attempts: " + (
+        f"{value('jobkit.errorClass')}: {value('jobkit.error')}"
+    )
 
 
 def _percentile(values: Sequence[float], pct: int) -> float | None:
@@ -92,40 +188,34 @@ def _percentile(values: Sequence[float], pct: int) -> float | None:
     return statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
 
 
-def run_demo(declaration: Declaration, *, seed: int = 7) -> tuple[list[TypeSummary], float]:
-    """Push the workload, run it to completion, and summarise. Returns the
-    summaries and the wall time in seconds."""
-    started = time.perf_counter()
-    clock = VirtualClock(flowing=True)
-    with LocalStack(declaration, clock=clock, seed=seed) as stack:
-        stack.queue_group(DOMAIN).push(workload(clock.now()))
-        stack.drain()
-        summaries = summarize(stack.results.results, sorted(declaration.types))
-    return summaries, time.perf_counter() - started
-
-
-def print_summary(summaries: Sequence[TypeSummary], wall_s: float) -> None:
+def print_report(report: DemoReport) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="jobkit demo: what happened to each job type")
+    table = Table(title="jobkit demo: three edits of a widely used template")
     table.add_column("type", no_wrap=True, min_width=15)
-    for column in ("jobs", "succeeded", "failed tries", "DLQ", "skipped", "p50 pickup", "p95 pickup"):
+    for column in ("pushed", "run", "superseded", "duplicate", "dead-lettered", "p50 pickup", "p95 pickup"):
         table.add_column(column, justify="right", no_wrap=True)
-    for s in summaries:
+    for s in report.summaries:
         table.add_row(
             s.job_type,
-            str(s.jobs),
-            str(s.succeeded),
-            str(s.failed_attempts),
-            str(s.dead_lettered),
-            str(s.skipped),
+            f"{s.pushed:,}",
+            f"{s.run:,}",
+            f"{s.superseded:,}",
+            f"{s.duplicate:,}",
+            f"{s.dead_lettered:,}",
             _ms(s.pickup_p50_ms),
             _ms(s.pickup_p95_ms),
         )
-    console = Console(width=max(100, Console().width))
+    console = Console(width=max(110, Console().width))
     console.print(table)
-    console.print(f"finished in {wall_s:.1f} s wall time on the embedded AWS (moto)")
+    for reason in report.dead_letter_reasons:
+        console.print(f"dead letter: {reason}")
+    for line in report.delayed:
+        console.print(f"delayed an hour: {line}")
+    verdict = "[green]balances[/]" if report.balances else "[red]DOES NOT BALANCE[/]"
+    console.print(f"pushed = run + superseded + duplicate + dead-lettered: {verdict}")
+    console.print(f"finished in {report.wall_s:.1f} s wall time on the embedded AWS (moto)")
 
 
 def _ms(value: float | None) -> str:

@@ -92,6 +92,4 @@ def has_receivable(account_id: str, region: str, queue_name: str, now: float) ->
 
     queue: Any = sqs_backends[account_id][region].queues.get(queue_name)
     now_ms = now * 1000
-    return queue is not None and any(
-        now_ms > m.visible_at and now_ms >= m.delayed_until for m in list(queue._messages)
-    )
+    return queue is not None and any(now_ms > m.visible_at and now_ms >= m.delayed_until for m in list(queue._messages))

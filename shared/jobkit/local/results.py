@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from jobkit.outcome import Outcome, RecordResult
 
@@ -42,3 +43,27 @@ class ResultLog:
     def attempts(self, job_id: str) -> list[RecordResult]:
         """Every delivery of one job that ran, in order."""
         return [r for r in self.results if r.job_id == job_id and r.ran]
+
+
+class EnqueueCounter:
+    """Counts the jobs SQS accepted from SendMessageBatch calls (pushes), by job
+    type, as the API saw them: an independent check on what the runners report.
+    Re-enqueues (delay hops, deferrals) and DLQ copies use SendMessage and are
+    not counted."""
+
+    def __init__(self, sqs_client: Any) -> None:
+        self.by_type: Counter[str] = Counter()
+        events = sqs_client.meta.events
+        events.register("provide-client-params.sqs.SendMessageBatch", self._remember)
+        events.register("after-call.sqs.SendMessageBatch", self._count)
+
+    @staticmethod
+    def _remember(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["enqueue_counter.entries"] = {e["Id"]: e for e in params.get("Entries", [])}
+
+    def _count(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        entries = context.get("enqueue_counter.entries", {})
+        for success in parsed.get("Successful", []):
+            entry = entries.get(success["Id"], {})
+            job_type = entry.get("MessageAttributes", {}).get("JobType", {}).get("StringValue", "unknown")
+            self.by_type[job_type] += 1
