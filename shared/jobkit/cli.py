@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import click
@@ -86,6 +87,32 @@ def template(config_path: Path | None, output: Path, extra: Path, check: bool) -
         return
     output.write_text(text)
     click.echo(f"wrote {output}")
+
+
+@main.group()
+def local() -> None:
+    """The embedded local AWS (moto) with the declared queues and table."""
+
+
+@local.command("up")
+@config_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on (keep it loopback).")
+@click.option("--port", default=4566, show_default=True, help="Port to serve on; 0 picks a free one.")
+def local_up(config_path: Path | None, host: str, port: int) -> None:
+    """Serve the AWS API locally and run jobs as apps push them, until Ctrl-C."""
+    from jobkit.local.serve import serve
+
+    logging.basicConfig(level=logging.CRITICAL)  # each job's outcome is printed instead
+    try:
+        declaration = load_declaration(config_path)
+    except JobKitError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+    def emit(line: str) -> None:
+        click.echo(line)
+        sys.stdout.flush()  # one line per job, promptly, even into a pipe
+
+    serve(declaration, host=host, port=port, emit=emit)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -51,6 +51,7 @@ class LocalStack:
         region: the emulated region.
         seed: seeds backoff jitter, for repeatable runs.
         emf_stream: if given, runners also write their EMF metrics documents here.
+        sinks: more receivers of every record result (``record(result)``, ``flush()``).
         template: create the resources from this SAM template (through
             aws-sam-translator and moto's CloudFormation) instead of directly
             from the declaration.
@@ -67,6 +68,7 @@ class LocalStack:
         region: str = "us-east-1",
         seed: int | None = None,
         emf_stream: TextIO | None = None,
+        sinks: Sequence[Any] = (),
         template: Path | None = None,
     ) -> None:
         self.declaration = declaration
@@ -79,6 +81,7 @@ class LocalStack:
         self._host, self._port = host, port
         self._seed = seed
         self._emf_stream = emf_stream
+        self._sinks = tuple(sinks)
         self._template = template
         self.stack_outputs: dict[str, str] = {}
         self._exit = contextlib.ExitStack()
@@ -187,12 +190,14 @@ class LocalStack:
         return DedupStore(self.dedup_backend, clock=self.clock)
 
     def _wire_runners(self) -> None:
+        import random
+
         from jobkit.metrics import EmfMetrics
 
-        metrics: Any = self.results
+        sinks: list[Any] = [self.results, *self._sinks]
         if self._emf_stream is not None:
-            metrics = _Tee(self.results, EmfMetrics(self.declaration.namespace, self._emf_stream))
-        import random
+            sinks.append(EmfMetrics(self.declaration.namespace, self._emf_stream))
+        metrics = _Tee(*sinks)
 
         directory = QueueDirectory(self.sqs, self.declaration, self.queue_urls)
         for queue, config in self.declaration.queues.items():

@@ -1,0 +1,64 @@
+"""``jobkit local up``: the local stack as a service for apps under development.
+
+It serves the AWS API (moto) on a loopback port with the declared queues,
+DLQs and table, runs the runners continuously in real time, and prints what
+happens to each job. Point an app's push SDK at it with ``AWS_ENDPOINT_URL``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from jobkit.config import Declaration
+from jobkit.local.stack import LocalStack
+from jobkit.outcome import RecordResult
+
+IDLE_POLL_S = 0.1
+
+
+class OutcomePrinter:
+    """A metrics sink that prints one line per record result."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self._emit = emit
+
+    def record(self, result: RecordResult) -> None:
+        timing = f" in {result.run_time_ms:.0f} ms" if result.run_time_ms is not None else ""
+        error = f": {result.error}" if result.error else ""
+        self._emit(
+            f"{result.outcome.value:>13} {result.job_type} {result.job_id or result.message_id}"
+            f" (attempt {result.attempt}){timing}{error}"
+        )
+
+    def flush(self) -> None:
+        """Printed as they come."""
+
+
+def serve(
+    declaration: Declaration,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 4566,
+    emit: Callable[[str], None] = print,
+    stop: threading.Event | None = None,
+) -> None:
+    """Run until ``stop`` is set (or KeyboardInterrupt)."""
+    stop = stop or threading.Event()
+    with LocalStack(declaration, server=True, host=host, port=port, sinks=[OutcomePrinter(emit)]) as stack:
+        emit(f"jobkit local stack up: {len(declaration.queues)} queues, table {declaration.table_name}")
+        emit("point your app at it with:")
+        emit(f"  export AWS_ENDPOINT_URL={stack.endpoint_url}")
+        emit("  export AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing")
+        emit(f"  export JOBKIT_CONFIG={Path(declaration.source).resolve()}")
+        emit("running jobs; Ctrl-C stops")
+        try:
+            while not stop.is_set():
+                if not stack.poll_once():
+                    stop.wait(IDLE_POLL_S)
+        except KeyboardInterrupt:
+            pass
+        emit("stopping")
+    time.sleep(0)  # let the server thread finish its shutdown before the interpreter does
