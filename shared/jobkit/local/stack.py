@@ -32,6 +32,7 @@ from jobkit.local.moto_time import faster_receives, has_receivable, moto_on_cloc
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.results import ResultLog
 from jobkit.push import JobQueueGroup
+from jobkit.registry import JobRegistry
 from jobkit.runner import Runner
 from jobkit.sqs import QueueDirectory, SqsQueues
 
@@ -52,6 +53,7 @@ class LocalStack:
         seed: seeds backoff jitter, for repeatable runs.
         emf_stream: if given, runners also write their EMF metrics documents here.
         sinks: more receivers of every record result (``record(result)``, ``flush()``).
+        registry: resolves job classes for the runners (default: from the declaration).
         template: create the resources from this SAM template (through
             aws-sam-translator and moto's CloudFormation) instead of directly
             from the declaration.
@@ -69,6 +71,7 @@ class LocalStack:
         seed: int | None = None,
         emf_stream: TextIO | None = None,
         sinks: Sequence[Any] = (),
+        registry: JobRegistry | None = None,
         template: Path | None = None,
     ) -> None:
         self.declaration = declaration
@@ -82,6 +85,7 @@ class LocalStack:
         self._seed = seed
         self._emf_stream = emf_stream
         self._sinks = tuple(sinks)
+        self._registry = registry
         self._template = template
         self.stack_outputs: dict[str, str] = {}
         self._exit = contextlib.ExitStack()
@@ -209,6 +213,7 @@ class LocalStack:
                 group_factory=self.queue_group,
                 metrics=metrics,
                 clock=self.clock,
+                registry=self._registry,
                 rng=random.Random(self._seed),
             )
             self.runners[queue] = runner

@@ -1,0 +1,219 @@
+"""Test your own jobs with the real runner, on an AWS emulated in-process (moto).
+
+jobkit registers a pytest plugin with a ``jobkit_stack`` fixture::
+
+    from jobkit import JobSpecification
+
+    def test_an_invoice_is_sent(jobkit_stack):
+        jobkit_stack.push(JobSpecification("sendInvoice", {"order": 42}))
+        jobkit_stack.drain()  # runs every queued job; re-raises the error of a job that failed for good
+        assert jobkit_stack.outcomes("sendInvoice") == {Outcome.SUCCEEDED: 1}
+
+``drain()`` goes through the same runner, event source mapping emulation,
+retries with backoff, de-duplication and delays as the deployed stack, on a
+virtual clock that skips the waits. Outside pytest, use :class:`JobkitStack`
+as a context manager.
+
+Needs the ``local`` extra (moto).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from jobkit.clock import VirtualClock
+from jobkit.config import Declaration, declaration_from_environment
+from jobkit.dedup import FailureRecord
+from jobkit.errors import JobFailed
+from jobkit.job import Job
+from jobkit.local.lambda_context import FakeLambdaContext
+from jobkit.outcome import Outcome, RecordResult
+from jobkit.push import JobQueueGroup
+from jobkit.registry import JobRegistry
+from jobkit.spec import JobSpecification
+
+__all__ = ["FakeLambdaContext", "JobkitStack", "Outcome", "sqs_event"]
+
+DEFAULT_START = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+class JobkitStack:
+    """The local stack for tests: push, drain, inspect.
+
+    Args:
+        declaration: the job types (default: ``declaration_from_environment()``,
+            i.e. $JOBKIT_CONFIG or infra/jobs.toml).
+        start: where the virtual clock starts (epoch seconds). It only moves
+            when a drain skips a wait, or when you call :meth:`advance`.
+        seed: seeds retry jitter, so runs repeat.
+    """
+
+    def __init__(self, declaration: Declaration | None = None, *, start: float = DEFAULT_START, seed: int = 0) -> None:
+        from jobkit.local.stack import LocalStack
+
+        self.declaration = declaration or declaration_from_environment()
+        self.clock = VirtualClock(start)
+        self._errors: dict[str, BaseException] = {}
+        self.stack = LocalStack(
+            self.declaration,
+            clock=self.clock,
+            seed=seed,
+            registry=_RecordingRegistry(self.declaration, self._errors),
+        )
+
+    def __enter__(self) -> JobkitStack:
+        self.stack.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.stop()
+
+    # -- pushing ------------------------------------------------------------------------
+
+    def group(self, domain: str | None = None) -> JobQueueGroup:
+        """The push SDK, wired to the local queues."""
+        return self.stack.queue_group(domain)
+
+    def push(self, jobs: JobSpecification | Iterable[JobSpecification], *, domain: str | None = None) -> list[str]:
+        """Push jobs now; returns their IDs."""
+        return self.group(domain).push(jobs)
+
+    # -- running ------------------------------------------------------------------------
+
+    def drain(self, *, raise_errors: bool = True, until: float | None = None) -> list[RecordResult]:
+        """Run queued jobs (and the jobs they push) until the queues are empty.
+
+        Retries wait out their backoff and delayed jobs their release time on
+        the virtual clock, instantly.
+
+        Args:
+            raise_errors: re-raise the exception of a job that failed for good
+                (dead-lettered); a job that failed and then succeeded on a retry
+                raises nothing.
+            until: stop when the virtual clock reaches this time (epoch seconds).
+
+        Returns:
+            What happened to each message delivered during this drain.
+        """
+        before = len(self.stack.results.results)
+        self.stack.drain(until=until)
+        results = self.stack.results.results[before:]
+        if raise_errors:
+            self._raise_first_failure(results)
+        return results
+
+    def handler(self, job_type: str) -> Any:
+        """The Lambda handler of the runner that serves a type (``handler(event, context)``)."""
+        return self.stack.runners[self.declaration.job_type(job_type).queue].handle
+
+    def advance(self, seconds: float) -> None:
+        """Move the virtual clock forward."""
+        self.clock.advance(seconds)
+
+    def _raise_first_failure(self, results: Sequence[RecordResult]) -> None:
+        failed = [r for r in results if r.outcome in (Outcome.DEAD_LETTERED, Outcome.POISONED)]
+        if not failed:
+            return
+        first = failed[0]
+        error = self._errors.get(first.job_id or "") or JobFailed(first.error or "the job failed")
+        error.add_note(
+            f"jobkit: {first.job_type} {first.job_id or first.message_id} was dead-lettered after attempt "
+            f"{first.attempt}" + (f"; {len(failed) - 1} more job(s) failed too" if len(failed) > 1 else "")
+        )
+        raise error
+
+    # -- looking --------------------------------------------------------------------------
+
+    @property
+    def results(self) -> list[RecordResult]:
+        """Every record result so far, in order."""
+        return self.stack.results.results
+
+    def outcomes(self, job_type: str | None = None) -> Counter[Outcome]:
+        """How many messages ended how, for one type or all."""
+        return self.stack.results.outcomes(job_type)
+
+    def dead_letters(self, job_type: str) -> list[dict[str, Any]]:
+        """The messages in the DLQ of a type's queue (SQS ReceiveMessage shape)."""
+        return self.stack.dead_letters(self.declaration.job_type(job_type).queue)
+
+    def failures(self, job_id: str) -> list[FailureRecord]:
+        """A job's failure records, newest first."""
+        return self.stack.dedup_store().failures(job_id)
+
+    def queued(self, job_type: str) -> int:
+        """Messages waiting in a type's queue (visible, in flight and delayed)."""
+        return self.stack.queue_depth(self.declaration.job_type(job_type).queue)
+
+
+def sqs_event(
+    jobs: Iterable[JobSpecification],
+    *,
+    queue_arn: str = "arn:aws:sqs:us-east-1:123456789012:jobkit-queue",
+    receive_count: int = 1,
+    now: float = DEFAULT_START,
+) -> dict[str, Any]:
+    """A Lambda SQS event carrying jobs, as the event source mapping would deliver
+    them, for calling a handler directly. No SQS is involved: the runner only
+    needs SQS when a job fails or is re-enqueued."""
+    records = []
+    for spec in jobs:
+        stamped = spec.stamped(now)
+        records.append(
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": f"local-{uuid.uuid4().hex}",
+                "body": stamped.to_message(),
+                "attributes": {
+                    "ApproximateReceiveCount": str(receive_count),
+                    "SentTimestamp": str(int(now * 1000)),
+                    "ApproximateFirstReceiveTimestamp": str(int(now * 1000)),
+                },
+                "messageAttributes": {
+                    "JobType": {
+                        "stringValue": stamped.type,
+                        "stringListValues": [],
+                        "binaryListValues": [],
+                        "dataType": "String",
+                    }
+                },
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": queue_arn.split(":")[3],
+            }
+        )
+    return {"Records": records}
+
+
+class _RecordingRegistry(JobRegistry):
+    """Resolves job classes as the declaration says, wrapped so that the exception
+    a job raises is kept (by job ID) for :meth:`JobkitStack.drain` to re-raise."""
+
+    def __init__(self, declaration: Declaration, errors: dict[str, BaseException]) -> None:
+        super().__init__(declaration)
+        self._errors_by_job = errors
+        self._wrapped: dict[type[Job], type[Job]] = {}
+
+    def resolve(self, job_type: str) -> type[Job]:
+        cls = super().resolve(job_type)
+        wrapped = self._wrapped.get(cls)
+        if wrapped is None:
+            wrapped = self._wrap(cls)
+            self._wrapped[cls] = wrapped
+        return wrapped
+
+    def _wrap(self, cls: type[Job]) -> type[Job]:
+        errors = self._errors_by_job
+
+        def run(job: Job) -> bool | None:
+            try:
+                return cls.run(job)
+            except Exception as exc:
+                errors[job.id] = exc
+                raise
+
+        namespace = {"run": run, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        return type(cls.__name__, (cls,), namespace)
