@@ -18,6 +18,12 @@ def main() -> None:
     """jobkit: a serverless job queue on SQS, Lambda and DynamoDB."""
 
 
+def _register_ops_commands() -> None:
+    from jobkit.cli_ops import register_ops_commands
+
+    register_ops_commands(main)
+
+
 config_option = click.option(
     "--config",
     "config_path",
@@ -114,6 +120,8 @@ def local_up(config_path: Path | None, host: str, port: int) -> None:
 
     serve(declaration, host=host, port=port, emit=emit)
 
+
+_register_ops_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -59,6 +59,7 @@ class JobType:
     remove_duplicates: bool = False
     remove_duplicates_ignore_params: tuple[str, ...] = ()
     deliver_once: bool = False
+    track_status: bool = False
     pushes: tuple[str, ...] = ()
 
 
@@ -230,6 +231,7 @@ _TYPE_KEYS = {
     "remove_duplicates",
     "remove_duplicates_ignore_params",
     "deliver_once",
+    "track_status",
     "pushes",
 }
 
@@ -270,6 +272,7 @@ def _job_type(source: str, name: str, spec: Mapping[str, Any]) -> JobType:
             get("remove_duplicates_ignore_params", [], _str_list, "must be a list of param names")
         ),
         deliver_once=get("deliver_once", False, _is_bool, "must be true or false"),
+        track_status=get("track_status", False, _is_bool, "must be true or false"),
         pushes=tuple(get("pushes", [], _str_list, "must be a list of job type names")),
     )
 
@@ -361,6 +364,7 @@ def declaration_to_dict(declaration: Declaration, *, only_types: set[str] | None
             "remove_duplicates": job_type.remove_duplicates,
             "remove_duplicates_ignore_params": list(job_type.remove_duplicates_ignore_params),
             "deliver_once": job_type.deliver_once,
+            "track_status": job_type.track_status,
             "pushes": [t for t in job_type.pushes if only_types is None or t in only_types],
         }
     return {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}

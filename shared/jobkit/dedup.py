@@ -40,11 +40,14 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.errors import JobKitError
 from jobkit.spec import JobSpecification
+
+if TYPE_CHECKING:
+    from jobkit.status import JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +121,14 @@ class DedupBackend(Protocol):
 
     def failures(self, job_id: str, limit: int) -> list[FailureRecord]:
         """A job's failure records, newest first."""
+        ...
+
+    def put_status(self, status: JobStatus, expires_at: int) -> None:
+        """Store a job's status record (see :mod:`jobkit.status`), replacing the previous one."""
+        ...
+
+    def status(self, job_id: str) -> JobStatus | None:
+        """A job's status record, if it has one."""
         ...
 
 

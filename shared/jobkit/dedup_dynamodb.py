@@ -10,6 +10,8 @@ pk                                            sk                  attributes
                                                                   ``last_success_start``
 ``once#{job id}``                             ``-``               ``state`` (running/done), ``owner``, ``lease_until``
 ``fail#{job id}``                             ``{ms}#{attempt}``  error class, message, traceback tail, attempt
+``status#{job id}``                           ``-``               state, attempt, times, progress, result,
+                                                                  error (``track_status`` types only)
 ============================================  ==================  ===========================================
 
 Why the calls go through a boto3 client and not through ``Model.save()`` /
@@ -26,12 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
 from jobkit.dedup import Claim, DedupUnavailable, FailureRecord
+from jobkit.status import JobState, JobStatus
 
 SINGLE = "-"
 
@@ -73,6 +76,21 @@ class FailureItem(_Record):
     error_class = UnicodeAttribute()
     message = UnicodeAttribute()
     traceback = UnicodeAttribute()
+
+
+class StatusItem(_Record):
+    job_type = UnicodeAttribute()
+    domain = UnicodeAttribute(null=True)
+    state = UnicodeAttribute()
+    attempt = NumberAttribute()
+    updated_at = NumberAttribute()
+    started_at = NumberAttribute(null=True)
+    finished_at = NumberAttribute(null=True)
+    progress = NumberAttribute(null=True)
+    result = UnicodeAttribute(null=True)  # JSON text
+    error = UnicodeAttribute(null=True)
+    will_retry = BooleanAttribute(null=True)
+    note = UnicodeAttribute(null=True)
 
 
 class DynamoDBDedupBackend:
@@ -211,6 +229,54 @@ class DynamoDBDedupBackend:
                 )
             )
         return records
+
+    # -- status records -------------------------------------------------------------------------
+
+    def put_status(self, status: JobStatus, expires_at: int) -> None:
+        # A whole-item PutItem: the tracker holds the attempt's full state, so
+        # every write is one request and no write depends on an earlier one.
+        item = StatusItem(
+            f"status#{status.job_id}",
+            SINGLE,
+            expires_at=expires_at,
+            job_type=status.job_type,
+            domain=status.domain,
+            state=str(status.state),
+            attempt=status.attempt,
+            updated_at=status.updated_at,
+            started_at=status.started_at,
+            finished_at=status.finished_at,
+            progress=status.progress,
+            result=status.result,
+            error=status.error,
+            will_retry=status.will_retry,
+            note=status.note,
+        )
+        self._call("put_item", item.get_save_kwargs_from_instance())
+
+    def status(self, job_id: str) -> JobStatus | None:
+        response = self._call(
+            "get_item", {"Key": {"pk": {"S": f"status#{job_id}"}, "sk": {"S": SINGLE}}, "ConsistentRead": True}
+        )
+        raw = response.get("Item")
+        if not raw:
+            return None
+        item = StatusItem.from_raw_data(raw)
+        return JobStatus(
+            job_id=job_id,
+            job_type=item.job_type,
+            domain=item.domain,
+            state=JobState(item.state),
+            attempt=int(item.attempt),
+            updated_at=float(item.updated_at),
+            started_at=_float(item.started_at),
+            finished_at=_float(item.finished_at),
+            progress=_float(item.progress),
+            result=item.result,
+            error=item.error,
+            will_retry=bool(item.will_retry),
+            note=item.note,
+        )
 
     # -- transport ------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 
 from jobkit.dedup import Claim, FailureRecord
+from jobkit.status import JobStatus
 
 
 @dataclass
@@ -34,6 +35,7 @@ class MemoryDedupBackend:
         self.duplicates: dict[str, _Duplicate] = {}
         self.deliveries: dict[str, _Delivery] = {}
         self._failures: dict[str, list[FailureRecord]] = {}
+        self.statuses: dict[str, JobStatus] = {}
         self.requests = 0  # every method call is one request, as on DynamoDB
 
     def advance_root(self, key: str, timestamp: float, expires_at: int) -> float:
@@ -109,3 +111,13 @@ class MemoryDedupBackend:
             self.requests += 1
             records = sorted(self._failures.get(job_id, []), key=lambda r: (r.at, r.attempt), reverse=True)
             return records[:limit]
+
+    def put_status(self, status: JobStatus, expires_at: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self.statuses[status.job_id] = status
+
+    def status(self, job_id: str) -> JobStatus | None:
+        with self._lock:
+            self.requests += 1
+            return self.statuses.get(job_id)

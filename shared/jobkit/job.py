@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobkit.spec import JobSpecification, new_root_job_params
+from jobkit.status import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
     from jobkit.config import JobType
@@ -43,11 +44,14 @@ class JobContext:
         attempt: 1 for the first attempt, 2 for the first retry, and so on.
         job_type: the declared type, or ``None`` outside a runner.
         remaining_ms: milliseconds left before the Lambda times out.
+        status: records the attempt's status, progress and result for types
+            that declare ``track_status``; writes nothing for the others.
     """
 
     attempt: int = 1
     job_type: JobType | None = None
     remaining_ms: Callable[[], int] = _no_deadline
+    status: StatusTracker = field(default=NO_STATUS, repr=False)
     _queue_group: Callable[[], JobQueueGroup] = field(default=_no_queue_group, repr=False)
 
     @property
@@ -131,6 +135,30 @@ class Job:
 
     def is_root_job(self) -> bool:
         return self.spec.is_root_job()
+
+    # -- status ----------------------------------------------------------------
+
+    def report_progress(self, percent: float) -> None:
+        """Report how far the job is, from 0 to 100, for ``jobkit job ID``.
+
+        Only types that declare ``track_status`` store it: at most one write per
+        5 seconds, the latest value always lands with the final status. Cheap
+        elsewhere, and a store that cannot be written never fails the job.
+
+        Raises:
+            JobKitError: ``percent`` is not a number from 0 to 100.
+        """
+        self.context.status.report_progress(percent)
+
+    def set_result(self, result: Any) -> None:
+        """Set the job's result (JSON-serialisable, at most 64 KiB), shown by
+        ``jobkit job ID`` for types that declare ``track_status``. It is stored
+        with the attempt's final status, at no extra cost.
+
+        Raises:
+            JobKitError: the result is not JSON-serialisable, or too big.
+        """
+        self.context.status.set_result(result)
 
     # -- pushing -------------------------------------------------------------
 

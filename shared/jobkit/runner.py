@@ -23,7 +23,7 @@ import logging
 import random
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.backoff import retry_delay_s
@@ -36,6 +36,7 @@ from jobkit.outcome import Outcome, RecordResult
 from jobkit.registry import JobRegistry
 from jobkit.spec import JobSpecification
 from jobkit.sqs import MAX_DELAY_S, TYPE_ATTRIBUTE, DeadLetterReason
+from jobkit.status import NO_STATUS, RecordingStatusTracker, StatusTracker
 
 if TYPE_CHECKING:
     from jobkit.push import JobQueueGroup
@@ -79,6 +80,7 @@ class _Delivery:
     job_type: JobType
     attempt: int
     receive_count: int
+    status: StatusTracker = field(default=NO_STATUS)
 
     @property
     def keys(self) -> dict[str, Any]:
@@ -166,7 +168,10 @@ class Runner:
             job_class = self._registry.resolve(spec.type)
         except (SpecError, JobClassError) as exc:
             return self._poison(record, exc, receive_count)
-        delivery = _Delivery(record, spec, job_type, spec.prior_attempts + receive_count, receive_count)
+        attempt = spec.prior_attempts + receive_count
+        delivery = _Delivery(
+            record, spec, job_type, attempt, receive_count, self._status_tracker(spec, job_type, attempt)
+        )
 
         now = self._clock.now()
         if spec.release_at is not None and spec.release_at > now:
@@ -183,18 +188,26 @@ class Runner:
         if admission.verdict is Verdict.DEFER:
             return self._defer(delivery, admission)
         if admission.verdict is not Verdict.RUN:
+            if admission.verdict is not Verdict.REDELIVERED:  # its status already says it succeeded
+                delivery.status.skipped(self._clock.now(), f"{admission.verdict}: {admission.reason}")
             log.info("job skipped (%s): %s", admission.verdict, admission.reason, extra=delivery.keys)
             return delivery.result(_SKIPPED[admission.verdict], dedup_unavailable=admission.unavailable)
         return self._run(job, delivery, admission)
 
     def _job_context(self, delivery: _Delivery, context: LambdaContext | None) -> JobContext:
         factory, domain = self._group_factory, delivery.spec.domain
-        job_context = JobContext(attempt=delivery.attempt, job_type=delivery.job_type)
+        job_context = JobContext(attempt=delivery.attempt, job_type=delivery.job_type, status=delivery.status)
         if context is not None:
             job_context.remaining_ms = context.get_remaining_time_in_millis
         if factory is not None:
             job_context._queue_group = lambda: factory(domain)
         return job_context
+
+    def _status_tracker(self, spec: JobSpecification, job_type: JobType, attempt: int) -> StatusTracker:
+        # Untracked types get the tracker that writes nothing: they cost no request.
+        if not job_type.track_status or self._dedup is None:
+            return NO_STATUS
+        return RecordingStatusTracker(self._dedup.backend, spec, attempt, self._clock)
 
     def _admit(self, job: Job, delivery: _Delivery, context: LambdaContext | None) -> Admission:
         if self._dedup is None:
@@ -214,6 +227,7 @@ class Runner:
     def _run(self, job: Job, delivery: _Delivery, admission: Admission) -> RecordResult:
         spec = delivery.spec
         started = self._clock.now()
+        delivery.status.started(started)
         log.info("running %s %s, attempt %d", spec.type, spec.id, delivery.attempt, extra=delivery.keys)
         log.debug("job params", extra={**delivery.keys, "params": spec.params})
         succeeded = False
@@ -236,6 +250,7 @@ class Runner:
             "dedup_unavailable": admission.unavailable or not settled,
         }
         if succeeded:
+            delivery.status.succeeded(finished)
             log.info(
                 "%s %s succeeded", spec.type, spec.id, extra={**delivery.keys, "run_time_ms": fields["run_time_ms"]}
             )
@@ -272,6 +287,7 @@ class Runner:
             _describe(error),
             extra={**delivery.keys, "attempt": delivery.attempt, "traceback": _traceback_tail(error)},
         )
+        delivery.status.failed(self._clock.now(), _describe(error), will_retry=True)
         try:
             record = delivery.record
             self._queues.change_visibility(record["eventSourceARN"], record["receiptHandle"], delay)
@@ -313,6 +329,7 @@ class Runner:
         outcome = (
             Outcome.DEAD_LETTERED if self._dead_letter(delivery.record, reason, delivery.keys) else Outcome.RETRIED
         )
+        delivery.status.failed(self._clock.now(), _describe(error), will_retry=outcome is Outcome.RETRIED)
         return delivery.result(outcome, error=_describe(error), **fields)
 
     def _poison(self, record: Mapping[str, Any], error: Exception, receive_count: int) -> RecordResult:

@@ -148,7 +148,7 @@ class SqsQueues:
         """Copy the message to its queue's DLQ with the reason attached, then
         delete the original. If the copy fails, the original is left alone."""
         source = queue_name_from_arn(record["eventSourceARN"])
-        attributes = _lambda_attributes_to_sqs(record.get("messageAttributes") or {})
+        attributes = sendable_attributes(record.get("messageAttributes") or {})
         kept = dict(list(attributes.items())[: 10 - 6])  # SQS allows 10 attributes; 6 are ours
         kept.update(reason.attributes(source, now))
         self._client.send_message(
@@ -167,12 +167,15 @@ class SqsQueues:
             QueueUrl=self.url_from_arn(record["eventSourceARN"]),
             MessageBody=body,
             DelaySeconds=max(0, min(MAX_DELAY_S, int(delay_s))),
-            MessageAttributes=_lambda_attributes_to_sqs(record.get("messageAttributes") or {}),
+            MessageAttributes=sendable_attributes(record.get("messageAttributes") or {}),
         )
 
 
-def _lambda_attributes_to_sqs(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Lambda's event spells message attributes in camelCase; SQS's API in PascalCase."""
+def sendable_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A received message's attributes, ready to send again: without jobkit's
+    dead-letter reason (``jobkit.*``), in SQS's API shape. Takes either shape:
+    Lambda's event spells message attributes in camelCase, SQS's
+    ReceiveMessage in PascalCase."""
     converted: dict[str, dict[str, Any]] = {}
     for name, attribute in attributes.items():
         if name.startswith("jobkit."):

@@ -1,0 +1,400 @@
+"""The ops commands of the ``jobkit`` CLI: ``queues``, ``top``, ``dlq``, ``push``, ``job``.
+
+A thin shell, like rq's: each command resolves its arguments, calls one
+:mod:`jobkit.ops` function with clients from :class:`CliConfig`, and prints the
+result as JSON (``--json``) or as a rich table.
+
+Every command finds the stack by its name prefix (``--prefix``,
+``$JOBKIT_PREFIX``, else the declaration's) and the declaration with
+``--config`` (else ``$JOBKIT_CONFIG``, else ``infra/jobs.toml``). AWS
+credentials and region come from the usual chain; ``--endpoint-url`` (or
+``$AWS_ENDPOINT_URL``, which boto3 reads itself) points at the local stack.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from jobkit.clock import Clock, SystemClock
+from jobkit.config import Declaration, declaration_from_environment, load_declaration
+from jobkit.errors import JobKitError
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from jobkit.dedup_dynamodb import DynamoDBDedupBackend
+    from jobkit.push import JobQueueGroup
+    from jobkit.sqs import QueueDirectory
+
+
+@dataclass
+class CliConfig:
+    """Where the commands look, and the clients they use, built on first use.
+
+    Tests (and embedders) may pass one as click's ``obj`` to set the clock;
+    command-line options override its other fields.
+    """
+
+    config_path: Path | None = None
+    prefix: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    _clients: dict[str, Any] = field(default_factory=dict, repr=False)
+    _declaration: Declaration | None = field(default=None, repr=False)
+    _directory: QueueDirectory | None = field(default=None, repr=False)
+
+    @property
+    def declaration(self) -> Declaration:
+        if self._declaration is None:
+            declaration = load_declaration(self.config_path) if self.config_path else declaration_from_environment()
+            self._declaration = declaration.with_prefix(self.prefix) if self.prefix else declaration
+        return self._declaration
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for ``service``, one per config."""
+        if service not in self._clients:
+            import boto3
+            from botocore.config import Config
+
+            self._clients[service] = boto3.client(  # type: ignore[call-overload]
+                service,
+                region_name=self.region,
+                endpoint_url=self.endpoint_url,
+                config=Config(retries={"mode": "standard", "max_attempts": 3}),
+            )
+        return self._clients[service]
+
+    @property
+    def directory(self) -> QueueDirectory:
+        from jobkit.sqs import QueueDirectory
+
+        if self._directory is None:
+            self._directory = QueueDirectory(self.client("sqs"), self.declaration)
+        return self._directory
+
+    @property
+    def records(self) -> DynamoDBDedupBackend:
+        """The jobs table: failure and status records."""
+        from jobkit.dedup_dynamodb import DynamoDBDedupBackend
+
+        return DynamoDBDedupBackend(self.client("dynamodb"), self.declaration.table_name)
+
+    def queue_group(self) -> JobQueueGroup:
+        from jobkit.dedup import DedupStore
+        from jobkit.push import JobQueueGroup
+
+        return JobQueueGroup(
+            None,
+            declaration=self.declaration,
+            sqs_client=self.client("sqs"),
+            dedup_store=DedupStore(self.records, clock=self.clock),
+            clock=self.clock,
+        )
+
+    def now(self) -> float:
+        return self.clock.now()
+
+
+@dataclass(frozen=True)
+class Output:
+    """Prints a result as JSON or as a readable view."""
+
+    as_json: bool
+
+    def show(self, data: Any, view: Callable[[], RenderableType]) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        else:
+            _console().print(view())
+
+
+def _console(*, stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+@contextmanager
+def _clear_errors() -> Iterator[None]:
+    """Turn jobkit's and AWS's errors into one-line messages and exit status 1."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
+
+    try:
+        yield
+    except JobKitError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except NoRegionError as exc:
+        raise click.ClickException("no AWS region: pass --region or set AWS_REGION") from exc
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "ClientError")
+        hint = ""
+        if "NonExistentQueue" in code or code == "QueueDoesNotExist":
+            hint = " (is the prefix right? --prefix or $JOBKIT_PREFIX)"
+        raise click.ClickException(f"AWS {exc.operation_name}: {code}: {error.get('Message', exc)}{hint}") from exc
+    except BotoCoreError as exc:
+        raise click.ClickException(f"AWS: {exc}") from exc
+
+
+_COMMON_OPTIONS = (
+    click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table."),
+    click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="The job declaration (default: $JOBKIT_CONFIG, else infra/jobs.toml).",
+    ),
+    click.option("--prefix", envvar="JOBKIT_PREFIX", default=None, help="The stack's name prefix [$JOBKIT_PREFIX]."),
+    click.option("--endpoint-url", default=None, help="An AWS endpoint, e.g. the local stack's [$AWS_ENDPOINT_URL]."),
+    click.option("--region", default=None, help="The AWS region (default: the usual chain)."),
+)
+
+
+def _ops_command(func: Callable[..., None]) -> Callable[..., None]:
+    """The options every ops command has; calls ``func(config, output, **arguments)``."""
+
+    def command(
+        ctx: click.Context,
+        as_json: bool,
+        config_path: Path | None,
+        prefix: str | None,
+        endpoint_url: str | None,
+        region: str | None,
+        **arguments: Any,
+    ) -> None:
+        base = ctx.find_object(CliConfig) or CliConfig()
+        config = CliConfig(
+            config_path=config_path or base.config_path,
+            prefix=prefix or base.prefix,
+            endpoint_url=endpoint_url or base.endpoint_url,
+            region=region or base.region,
+            clock=base.clock,
+        )
+        with _clear_errors():
+            func(config, Output(as_json), **arguments)
+
+    # click names a command and takes its help from the function it wraps.
+    command.__name__, command.__doc__ = func.__name__, func.__doc__
+    decorated: Callable[..., None] = click.pass_context(command)
+    for option in reversed(_COMMON_OPTIONS):
+        decorated = option(decorated)
+    return decorated
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if not yes:
+        click.confirm(question, abort=True, err=True)
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+@click.command()
+@_ops_command
+def queues(config: CliConfig, output: Output) -> None:
+    """Per queue: queued, in flight, delayed and dead messages, and the oldest one's age."""
+    from jobkit.ops import queue_summaries, views
+
+    report = queue_summaries(
+        config.client("sqs"), config.client("cloudwatch"), config.declaration, config.directory, now=config.now()
+    )
+    output.show(report.to_json(), lambda: views.queues_table(report))
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+@click.option("--interval", default=10.0, show_default=True, type=click.FloatRange(min=1), help="Seconds per frame.")
+@click.option("--window", default=5, show_default=True, type=click.IntRange(1, 180), help="Minutes of metrics.")
+@_ops_command
+def top(config: CliConfig, output: Output, once: bool, interval: float, window: int) -> None:
+    """A live view per type: rates in and out, pickup delay, backlog, DLQ; the worst line stands out."""
+    from jobkit.ops import top_snapshot, views
+
+    def frame() -> Any:
+        return top_snapshot(
+            config.client("sqs"),
+            config.client("cloudwatch"),
+            config.declaration,
+            config.directory,
+            now=config.now(),
+            window_s=window * 60,
+        )
+
+    if once or output.as_json:
+        while True:  # JSON: one document per frame, a line each, for `| jq`
+            snapshot = frame()
+            if output.as_json:
+                click.echo(json.dumps(snapshot.to_json(), ensure_ascii=False))
+            else:
+                _console().print(views.top_table(snapshot))
+            if once:
+                return
+            time.sleep(interval)
+    from rich.live import Live
+
+    with Live(views.top_table(frame()), console=_console(), auto_refresh=False) as live:
+        try:
+            while True:
+                time.sleep(interval)
+                live.update(views.top_table(frame()), refresh=True)
+        except KeyboardInterrupt:
+            return
+
+
+@click.group()
+def dlq() -> None:
+    """Dead letters: list, show, redrive, purge, delete.
+
+    TARGET is a job type or a queue. A type with a queue of its own means its
+    whole DLQ; a type on a shared queue means only that type's messages; a
+    queue name means the queue's whole DLQ.
+    """
+
+
+@dlq.command("list")
+@click.argument("target")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="Show at most this many.")
+@_ops_command
+def dlq_list(config: CliConfig, output: Output, target: str, limit: int) -> None:
+    """Dead letters with job ID, type, domain, age, attempts and the last error. Consumes nothing."""
+    from jobkit.ops import list_dead_letters, resolve_scope, views
+
+    scope = resolve_scope(config.declaration, target)
+    listing = list_dead_letters(config.client("sqs"), config.directory, scope, records=config.records, limit=limit)
+    now = config.now()
+    output.show(listing.to_json(now), lambda: views.dead_letters_table(listing, now))
+
+
+@dlq.command("show")
+@click.argument("target")
+@click.argument("id_", metavar="ID")
+@_ops_command
+def dlq_show(config: CliConfig, output: Output, target: str, id_: str) -> None:
+    """One dead letter (by job or message ID): its full spec and every failure record."""
+    from jobkit.ops import list_dead_letters, resolve_scope, views
+
+    scope = resolve_scope(config.declaration, target)
+    listing = list_dead_letters(
+        config.client("sqs"), config.directory, scope, records=config.records, limit=None, ids=[id_], failure_limit=100
+    )
+    if not listing.items:
+        raise click.ClickException(f"no dead letter with job or message ID {id_} in {scope.describe()}")
+    now = config.now()
+    output.show(
+        {"messages": [d.to_json(now, full=True) for d in listing.items]},
+        lambda: views.dead_letter_details(listing.items, now),
+    )
+
+
+@dlq.command("redrive")
+@click.argument("target")
+@click.option("--id", "ids", multiple=True, help="Only this job or message ID (repeatable).")
+@click.option("--error-contains", default=None, help="Only messages whose last error contains this (any case).")
+@click.option("--dry-run", is_flag=True, help="Show what would be sent back; change nothing.")
+@_ops_command
+def dlq_redrive(
+    config: CliConfig, output: Output, target: str, ids: tuple[str, ...], error_contains: str | None, dry_run: bool
+) -> None:
+    """Send dead letters back to their queue (after a fix), with a fresh set of attempts."""
+    from jobkit.ops import redrive, resolve_scope, views
+
+    scope = resolve_scope(config.declaration, target)
+    progress = views.redrive_progress(_console(stderr=True), disable=output.as_json or dry_run)
+    with progress:
+        task = progress.add_task("redrive", total=None)
+        report = redrive(
+            config.client("sqs"),
+            config.directory,
+            scope,
+            records=config.records,
+            ids=ids,
+            error_contains=error_contains,
+            dry_run=dry_run,
+            on_progress=lambda moved: progress.update(task, completed=moved),
+        )
+    output.show(report.to_json(), lambda: views.redrive_text(report))
+
+
+@dlq.command("purge")
+@click.argument("target")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@_ops_command
+def dlq_purge(config: CliConfig, output: Output, target: str, yes: bool) -> None:
+    """Delete every dead letter of TARGET for good (a type on a shared queue: only its own)."""
+    from jobkit.ops import purge, resolve_scope, views
+
+    scope = resolve_scope(config.declaration, target)
+    spared = "" if scope.whole_queue else " The other types' dead letters stay."
+    _confirm(f"Permanently delete {scope.describe()}?{spared}", yes)
+    report = purge(config.client("sqs"), config.directory, scope)
+    output.show(report.to_json(), lambda: views.removal_text(report))
+
+
+@dlq.command("delete")
+@click.argument("target")
+@click.argument("id_", metavar="ID")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@_ops_command
+def dlq_delete(config: CliConfig, output: Output, target: str, id_: str, yes: bool) -> None:
+    """Delete one dead letter (by job or message ID) for good."""
+    from jobkit.ops import delete, resolve_scope, views
+
+    scope = resolve_scope(config.declaration, target)
+    _confirm(f"Permanently delete dead letter {id_} from {scope.dlq_name}?", yes)
+    report = delete(config.client("sqs"), config.directory, scope, ids=[id_])
+    if not report.removed:
+        raise click.ClickException(f"no dead letter with job or message ID {id_} in {scope.describe()}")
+    output.show(report.to_json(), lambda: views.removal_text(report))
+
+
+@click.command()
+@click.argument("job_type", metavar="TYPE")
+@click.option("--params", default="{}", show_default=True, help="The job's params, a JSON object.")
+@click.option("--domain", default=None, help="The domain (tenant) the job belongs to.")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, help="Run no earlier than this many seconds.")
+@_ops_command
+def push(
+    config: CliConfig, output: Output, job_type: str, params: str, domain: str | None, delay: float | None
+) -> None:
+    """Enqueue one job by hand, through the push SDK."""
+    from rich.text import Text
+
+    from jobkit.ops import push_job
+
+    job_id = push_job(config.queue_group(), job_type, params, domain=domain, delay_s=delay)
+    output.show({"job_id": job_id, "type": job_type, "domain": domain}, lambda: Text(f"pushed {job_type} {job_id}"))
+
+
+@click.command()
+@click.argument("job_id", metavar="ID")
+@_ops_command
+def job(config: CliConfig, output: Output, job_id: str) -> None:
+    """A job's status (types with track_status) and its failure records."""
+    from jobkit.ops import job_report, views
+
+    report = job_report(config.records, job_id)
+    if not report.found:
+        raise click.ClickException(
+            f"no records of job {job_id}: its type does not track status and it never failed,"
+            " or it is older than 14 days"
+        )
+    output.show(report.to_json(), lambda: views.job_view(report))
+
+
+OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job)
+
+
+def register_ops_commands(group: click.Group) -> None:
+    """Add the ops commands to the ``jobkit`` group."""
+    for command in OPS_COMMANDS:
+        group.add_command(command)

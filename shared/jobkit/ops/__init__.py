@@ -1,0 +1,45 @@
+"""Ops tooling: the library behind ``jobkit queues``, ``top``, ``dlq``, ``push`` and ``job``.
+
+Every function takes its AWS clients as arguments and creates none; the CLI
+(:mod:`jobkit.cli_ops`) builds them and renders the results, either as JSON
+(each result's ``to_json()``) or as rich tables (:mod:`jobkit.ops.views`).
+
+- :mod:`~jobkit.ops.queues`: counts per queue (``showJobs.php --group``)
+- :mod:`~jobkit.ops.top`: rates, pickup delays and lag per type
+- :mod:`~jobkit.ops.dead_letters`: DLQ messages with their errors, read without consuming them
+- :mod:`~jobkit.ops.redrive`: back to the queue, natively or copy-then-delete
+- :mod:`~jobkit.ops.dlq`: delete and purge
+- :mod:`~jobkit.ops.jobs`: push one job; a job's status and failure records
+"""
+
+from __future__ import annotations
+
+from jobkit.ops.dead_letters import DeadLetter, DeadLetterListing, list_dead_letters
+from jobkit.ops.dlq import RemovalReport, delete, purge
+from jobkit.ops.jobs import JobReport, job_report, push_job
+from jobkit.ops.queues import QueuesReport, QueueSummary, queue_summaries
+from jobkit.ops.redrive import RedriveReport, redrive
+from jobkit.ops.scope import Scope, resolve_scope
+from jobkit.ops.top import TopSnapshot, TypeLine, top_snapshot
+
+__all__ = [
+    "DeadLetter",
+    "DeadLetterListing",
+    "JobReport",
+    "QueueSummary",
+    "QueuesReport",
+    "RedriveReport",
+    "RemovalReport",
+    "Scope",
+    "TopSnapshot",
+    "TypeLine",
+    "delete",
+    "job_report",
+    "list_dead_letters",
+    "purge",
+    "push_job",
+    "queue_summaries",
+    "redrive",
+    "resolve_scope",
+    "top_snapshot",
+]

@@ -1,0 +1,109 @@
+"""Reading CloudWatch metrics for the ops views, fail-open.
+
+Metrics are the one thing SQS's API cannot tell: the age of a queue's oldest
+message (``AWS/SQS ApproximateAgeOfOldestMessage``), how fast messages arrive,
+and jobkit's own EMF metrics (pickup delay percentiles, outcomes per type).
+They are optional: where CloudWatch has none (a fresh stack, the local stack:
+moto's CloudWatch has no SQS metrics and receives no EMF), or cannot be read,
+a view shows ``-`` and says why, and never fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+#: GetMetricData takes at most 500 queries per request.
+MAX_QUERIES = 500
+
+
+@dataclass(frozen=True)
+class MetricQuery:
+    """One metric statistic to fetch, under a key of the caller's choice."""
+
+    key: Hashable
+    namespace: str
+    metric: str
+    dimensions: tuple[tuple[str, str], ...]
+    stat: str  # "Sum", "Maximum", "p95", ...
+
+
+@dataclass
+class MetricValues:
+    """Fetched datapoints by query key, newest first; ``error`` says why there are none."""
+
+    values: dict[Hashable, list[float]] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """No datapoint at all."""
+        return not any(self.values.values())
+
+    def latest(self, key: Hashable) -> float | None:
+        points = self.values.get(key)
+        return points[0] if points else None
+
+    def total(self, key: Hashable) -> float | None:
+        points = self.values.get(key)
+        return sum(points) if points else None
+
+
+def fetch_metrics(
+    cloudwatch: Any, queries: Sequence[MetricQuery], *, start: float, end: float, period_s: int
+) -> MetricValues:
+    """Fetch statistics with GetMetricData (500 queries per request, paginated).
+
+    Never raises: a failure leaves every value missing and sets ``error``.
+    """
+    result = MetricValues()
+    try:
+        for offset in range(0, len(queries), MAX_QUERIES):
+            chunk = queries[offset : offset + MAX_QUERIES]
+            _fetch_chunk(cloudwatch, chunk, start, end, period_s, result)
+    except Exception as exc:
+        # Deliberately broad: besides AWS errors (no cloudwatch:GetMetricData
+        # permission, throttling), emulators fail in their own ways (moto,
+        # in-process, raises a TypeError computing a percentile). A view
+        # without metrics is still useful; a crashed one is not.
+        result.values.clear()
+        result.error = f"{type(exc).__name__}: {exc}"
+    return result
+
+
+def _fetch_chunk(
+    cloudwatch: Any, chunk: Sequence[MetricQuery], start: float, end: float, period_s: int, result: MetricValues
+) -> None:
+    requests = [
+        {
+            "Id": f"q{n}",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": q.namespace,
+                    "MetricName": q.metric,
+                    "Dimensions": [{"Name": name, "Value": value} for name, value in q.dimensions],
+                },
+                "Period": period_s,
+                "Stat": q.stat,
+            },
+            "ReturnData": True,
+        }
+        for n, q in enumerate(chunk)
+    ]
+    kwargs: dict[str, Any] = {
+        "MetricDataQueries": requests,
+        "StartTime": datetime.fromtimestamp(start, UTC),
+        "EndTime": datetime.fromtimestamp(end, UTC),
+        "ScanBy": "TimestampDescending",
+    }
+    while True:
+        response = cloudwatch.get_metric_data(**kwargs)
+        for data in response.get("MetricDataResults", []):
+            key = chunk[int(data["Id"][1:])].key
+            result.values.setdefault(key, []).extend(float(v) for v in data.get("Values", []))
+        token = response.get("NextToken")
+        if not token:
+            return
+        kwargs["NextToken"] = token

@@ -1,0 +1,73 @@
+"""Removing dead letters for good: delete some, or purge a DLQ.
+
+Purging a TYPE follows :mod:`jobkit.ops.scope`: a type with its own queue
+purges its DLQ (``PurgeQueue``); a type on a shared queue deletes only its own
+messages, one by one, and leaves the other types' dead letters alone, which is
+what an operator naming one type expects. Naming the queue purges all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jobkit.ops.dead_letters import dead_letter
+from jobkit.ops.scan import QueueScan
+from jobkit.ops.scope import Scope
+from jobkit.sqs import QueueDirectory
+
+
+@dataclass(frozen=True)
+class RemovalReport:
+    """What a delete or a purge removed.
+
+    Attributes:
+        mode: ``purge_queue`` (SQS's PurgeQueue: ``removed`` is SQS's estimate
+            of what the DLQ held) or ``delete`` (messages deleted one by one).
+        removed: how many messages went.
+        job_ids: the deleted jobs (``delete`` only).
+    """
+
+    mode: str
+    scope: Scope
+    removed: int
+    job_ids: tuple[str | None, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "dlq": self.scope.dlq_name, "removed": self.removed, "job_ids": list(self.job_ids)}
+
+
+def purge(sqs: Any, directory: QueueDirectory, scope: Scope) -> RemovalReport:
+    """Empty a scope's dead letters: the whole DLQ, or one type's messages on a shared one.
+
+    ``PurgeQueue`` may take up to 60 seconds to finish on AWS, and a DLQ can
+    be purged once per 60 seconds.
+    """
+    if not scope.whole_queue:
+        return delete(sqs, directory, scope)
+    _, dlq_url = scope.urls(directory)
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    sqs.purge_queue(QueueUrl=dlq_url)
+    return RemovalReport("purge_queue", scope, sum(int(v) for v in attributes.values()))
+
+
+def delete(sqs: Any, directory: QueueDirectory, scope: Scope, ids: Sequence[str] = ()) -> RemovalReport:
+    """Delete a scope's dead letters: those with the given job or message IDs, or all."""
+    _, dlq_url = scope.urls(directory)
+    removed: list[str | None] = []
+    with QueueScan(sqs, dlq_url) as scan:
+        for batch in scan.batches():
+            doomed = [d for d in map(dead_letter, batch) if scope.includes(d.job_type) and d.matches(ids)]
+            for start in range(0, len(doomed), 10):
+                chunk = doomed[start : start + 10]
+                response = sqs.delete_message_batch(
+                    QueueUrl=dlq_url,
+                    Entries=[{"Id": str(n), "ReceiptHandle": d.receipt_handle} for n, d in enumerate(chunk)],
+                )
+                deleted = [chunk[int(ok["Id"])] for ok in response.get("Successful", [])]
+                scan.forget(d.message_id for d in deleted)
+                removed.extend(d.job_id for d in deleted)
+    return RemovalReport("delete", scope, len(removed), tuple(removed))

@@ -1,0 +1,123 @@
+"""The queue summary (``jobkit queues``, MediaWiki's ``showJobs.php --group``).
+
+Counts are per queue, as SQS keeps them: types that share a queue share its
+counts, and the summary lists the types of each queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobkit.config import Declaration
+from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
+from jobkit.sqs import QueueDirectory
+
+#: How far back to look for the latest ``ApproximateAgeOfOldestMessage`` (SQS publishes it every minute).
+AGE_WINDOW_S = 300
+_COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed")
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """SQS's approximate counts of one queue."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+
+    @property
+    def total(self) -> int:
+        return self.visible + self.in_flight + self.delayed
+
+
+def queue_counts(sqs: Any, queue_url: str) -> QueueCounts:
+    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(_COUNTS))["Attributes"]
+    visible, in_flight, delayed = (int(attributes.get(name, 0)) for name in _COUNTS)
+    return QueueCounts(visible, in_flight, delayed)
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """One queue: its types, its counts, its DLQ depth and its oldest message's age.
+
+    Attributes:
+        queued: messages ready to be received.
+        in_flight: received and not yet deleted (running, or hidden for a retry backoff).
+        delayed: not yet deliverable (DelaySeconds).
+        dead_lettered: messages in the DLQ.
+        oldest_age_s: from CloudWatch; ``None`` where it has no datapoint.
+    """
+
+    queue: str
+    sqs_name: str
+    types: tuple[str, ...]
+    queued: int
+    in_flight: int
+    delayed: int
+    dead_lettered: int
+    oldest_age_s: float | None
+
+    @property
+    def backlog(self) -> int:
+        return self.queued + self.in_flight + self.delayed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "sqs_name": self.sqs_name,
+            "types": list(self.types),
+            "queued": self.queued,
+            "in_flight": self.in_flight,
+            "delayed": self.delayed,
+            "dead_lettered": self.dead_lettered,
+            "oldest_age_s": self.oldest_age_s,
+        }
+
+
+@dataclass(frozen=True)
+class QueuesReport:
+    """Every declared queue; ``metrics_error`` says why ages are missing, if CloudWatch failed."""
+
+    queues: list[QueueSummary]
+    metrics_error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"queues": [q.to_json() for q in self.queues], "metrics_error": self.metrics_error}
+
+
+def queue_summaries(
+    sqs: Any, cloudwatch: Any, declaration: Declaration, directory: QueueDirectory, *, now: float
+) -> QueuesReport:
+    """Counts of every declared queue and its DLQ, and the oldest message's age.
+
+    Cost: two GetQueueAttributes per queue, one GetMetricData in all.
+    """
+    ages = fetch_metrics(
+        cloudwatch,
+        [
+            MetricQuery(queue, "AWS/SQS", "ApproximateAgeOfOldestMessage", (("QueueName", name),), "Maximum")
+            for queue, name in ((q, declaration.queue_name(q)) for q in declaration.queues)
+        ],
+        start=now - AGE_WINDOW_S,
+        end=now,
+        period_s=60,
+    )
+    summaries = []
+    for queue, config in declaration.queues.items():
+        name = declaration.queue_name(queue)
+        counts = queue_counts(sqs, directory.url(name))
+        dead = queue_counts(sqs, directory.url(declaration.dlq_name(queue)))
+        summaries.append(
+            QueueSummary(
+                queue=queue,
+                sqs_name=name,
+                types=config.types,
+                queued=counts.visible,
+                in_flight=counts.in_flight,
+                delayed=counts.delayed,
+                dead_lettered=dead.total,
+                oldest_age_s=ages.latest(queue),
+            )
+        )
+    return QueuesReport(summaries, ages.error)

@@ -1,0 +1,85 @@
+"""What an ops command works on: a job type, or a whole queue.
+
+Types may share a queue (and so a DLQ). The rule, which every DLQ command
+follows:
+
+- a TYPE with a queue of its own means that queue's whole DLQ (whatever is in
+  it, even a message that names no type or another one: it can only have come
+  from this queue);
+- a TYPE on a shared queue means that type's messages only, told apart by the
+  ``JobType`` message attribute (or, failing that, the body's ``type``);
+- a QUEUE name (e.g. ``lowTraffic``) means the queue's whole DLQ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobkit.config import Declaration
+from jobkit.errors import JobKitError
+from jobkit.sqs import QueueDirectory
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A resolved TYPE or QUEUE argument.
+
+    Attributes:
+        name: the argument as given.
+        queue: the declared queue it lives on.
+        queue_types: every type of that queue.
+        type_filter: the one type to keep, when the queue is shared and a type
+            was named; ``None`` means the whole queue.
+    """
+
+    name: str
+    queue: str
+    queue_types: tuple[str, ...]
+    type_filter: str | None
+    sqs_name: str
+    dlq_name: str
+
+    @property
+    def shared(self) -> bool:
+        return len(self.queue_types) > 1
+
+    @property
+    def whole_queue(self) -> bool:
+        return self.type_filter is None
+
+    def includes(self, job_type: str | None) -> bool:
+        """Whether a message of ``job_type`` (``None``: unknown) is in scope."""
+        return self.type_filter is None or job_type == self.type_filter
+
+    def describe(self) -> str:
+        """For prompts and reports: which messages of which DLQ."""
+        if self.type_filter is None:
+            shared = f" (types {', '.join(self.queue_types)})" if self.shared else ""
+            return f"every message in {self.dlq_name}{shared}"
+        others = ", ".join(t for t in self.queue_types if t != self.type_filter)
+        return f"the {self.type_filter} messages in {self.dlq_name} (shared with {others})"
+
+    def urls(self, directory: QueueDirectory) -> tuple[str, str]:
+        """The (queue URL, DLQ URL) pair."""
+        return directory.url(self.sqs_name), directory.url(self.dlq_name)
+
+
+def resolve_scope(declaration: Declaration, name: str) -> Scope:
+    """Resolve a TYPE or QUEUE argument against the declaration.
+
+    Raises:
+        JobKitError: ``name`` is neither a declared type nor a declared queue.
+    """
+    if name in declaration.types:
+        queue = declaration.types[name].queue
+        types = declaration.queues[queue].types
+        type_filter = name if len(types) > 1 else None
+    elif name in declaration.queues:
+        queue, type_filter = name, None
+        types = declaration.queues[queue].types
+    else:
+        raise JobKitError(
+            f"{name!r} is neither a job type nor a queue of {declaration.source}"
+            f" (types: {', '.join(sorted(declaration.types))}; queues: {', '.join(declaration.queues)})"
+        )
+    return Scope(name, queue, types, type_filter, declaration.queue_name(queue), declaration.dlq_name(queue))

@@ -1,0 +1,176 @@
+"""``jobkit top``: is every job type keeping up? One snapshot per frame.
+
+Per type, over the last ``window_s`` seconds:
+
+- **in/min**: messages sent to the type's queue (``AWS/SQS NumberOfMessagesSent``:
+  pushes, delay hops and deferrals). Per queue, so types that share a queue show
+  the same figure.
+- **out/min**: jobs that left for good (the EMF counts ``Succeeded``,
+  ``DeadLettered``, ``Duplicate``, ``Superseded`` and ``Redelivered``).
+- **failed/min**: failed attempts (``Failed``).
+- **p50/p95**: pickup delay (``PickupDelay`` percentiles).
+- **backlog**, **DLQ**: SQS's counts now (per queue); **oldest**: the age of
+  the queue's oldest message (``ApproximateAgeOfOldestMessage``).
+
+The worst line is the type that is furthest behind: the longest of its p95
+pickup delay and its queue's oldest message, then the largest backlog.
+
+Cost per frame: two GetQueueAttributes per queue and three GetMetricData
+requests (CloudWatch bills GetMetricData per metric: 2 per queue and 8 per type).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobkit.config import Declaration
+from jobkit.metrics import DIMENSION
+from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
+from jobkit.ops.queues import queue_summaries
+from jobkit.sqs import QueueDirectory
+
+DEFAULT_WINDOW_S = 300
+#: The EMF counts of outcomes that end a job (see jobkit.metrics; Poisoned is inside DeadLettered).
+FINAL_OUTCOME_METRICS = ("Succeeded", "DeadLettered", "Duplicate", "Superseded", "Redelivered")
+
+
+@dataclass(frozen=True)
+class TypeLine:
+    """One job type's line. Rates are per minute; ``None`` where CloudWatch had nothing."""
+
+    job_type: str
+    queue: str
+    shared_queue: bool
+    backlog: int
+    dead_lettered: int
+    oldest_age_s: float | None
+    in_per_min: float | None
+    out_per_min: float | None
+    failed_per_min: float | None
+    pickup_p50_ms: float | None
+    pickup_p95_ms: float | None
+
+    @property
+    def lag_s(self) -> float:
+        """How far behind the type is: its p95 pickup delay or its oldest message, whichever is longer."""
+        candidates = [self.oldest_age_s or 0.0, (self.pickup_p95_ms or 0.0) / 1000]
+        return max(candidates)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.job_type,
+            "queue": self.queue,
+            "shared_queue": self.shared_queue,
+            "backlog": self.backlog,
+            "dead_lettered": self.dead_lettered,
+            "oldest_age_s": self.oldest_age_s,
+            "in_per_min": _round(self.in_per_min),
+            "out_per_min": _round(self.out_per_min),
+            "failed_per_min": _round(self.failed_per_min),
+            "pickup_p50_ms": _round(self.pickup_p50_ms),
+            "pickup_p95_ms": _round(self.pickup_p95_ms),
+        }
+
+
+@dataclass(frozen=True)
+class TopSnapshot:
+    """One frame of ``jobkit top``; ``notes`` say which metrics are missing and why."""
+
+    at: float
+    window_s: int
+    lines: list[TypeLine]
+    notes: list[str]
+
+    @property
+    def worst(self) -> str | None:
+        """The type furthest behind, or ``None`` when every type is idle and current."""
+        if not self.lines:
+            return None
+        worst = max(self.lines, key=lambda line: (line.lag_s, line.backlog))
+        return worst.job_type if (worst.lag_s, worst.backlog) > (0.0, 0) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "window_s": self.window_s,
+            "worst": self.worst,
+            "types": [line.to_json() for line in self.lines],
+            "notes": self.notes,
+        }
+
+
+def top_snapshot(
+    sqs: Any,
+    cloudwatch: Any,
+    declaration: Declaration,
+    directory: QueueDirectory,
+    *,
+    now: float,
+    window_s: int = DEFAULT_WINDOW_S,
+) -> TopSnapshot:
+    """Take one frame: SQS counts now, and CloudWatch figures over the last ``window_s`` seconds."""
+    if window_s < 60 or window_s % 60:
+        raise ValueError(f"the window must be a whole number of minutes, got {window_s} s")
+    report = queue_summaries(sqs, cloudwatch, declaration, directory, now=now)
+    queues = {q.queue: q for q in report.queues}
+    start = now - window_s
+    counts = fetch_metrics(cloudwatch, _count_queries(declaration), start=start, end=now, period_s=window_s)
+    # Percentiles in a request of their own: where they fail (moto cannot
+    # compute them), the counts still show.
+    delays = fetch_metrics(cloudwatch, _delay_queries(declaration), start=start, end=now, period_s=window_s)
+    minutes = window_s / 60
+    lines = []
+    for name, job_type in sorted(declaration.types.items()):
+        queue = queues[job_type.queue]
+        out = [counts.total((name, metric)) for metric in FINAL_OUTCOME_METRICS]
+        known = [value for value in out if value is not None]
+        lines.append(
+            TypeLine(
+                job_type=name,
+                queue=job_type.queue,
+                shared_queue=len(queue.types) > 1,
+                backlog=queue.backlog,
+                dead_lettered=queue.dead_lettered,
+                oldest_age_s=queue.oldest_age_s,
+                in_per_min=_per(counts.total(("in", job_type.queue)), minutes),
+                out_per_min=_per(sum(known) if known else None, minutes),
+                failed_per_min=_per(counts.total((name, "Failed")), minutes),
+                pickup_p50_ms=delays.latest((name, "p50")),
+                pickup_p95_ms=delays.latest((name, "p95")),
+            )
+        )
+    failures = (("ages", report.metrics_error), ("rates", counts.error), ("pickup delays", delays.error))
+    notes = [f"{what} unavailable: {error}" for what, error in failures if error]
+    if not notes and counts.empty and delays.empty:
+        notes.append(f"CloudWatch has no jobkit or SQS metrics for the last {window_s // 60} min")
+    return TopSnapshot(now, window_s, lines, notes)
+
+
+def _count_queries(declaration: Declaration) -> list[MetricQuery]:
+    queries = [
+        MetricQuery(
+            ("in", queue), "AWS/SQS", "NumberOfMessagesSent", (("QueueName", declaration.queue_name(queue)),), "Sum"
+        )
+        for queue in declaration.queues
+    ]
+    for name in declaration.types:
+        for metric in (*FINAL_OUTCOME_METRICS, "Failed"):
+            queries.append(MetricQuery((name, metric), declaration.namespace, metric, ((DIMENSION, name),), "Sum"))
+    return queries
+
+
+def _delay_queries(declaration: Declaration) -> list[MetricQuery]:
+    return [
+        MetricQuery((name, stat), declaration.namespace, "PickupDelay", ((DIMENSION, name),), stat)
+        for name in declaration.types
+        for stat in ("p50", "p95")
+    ]
+
+
+def _per(total: float | None, minutes: float) -> float | None:
+    return None if total is None else total / minutes
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)

@@ -1,0 +1,220 @@
+"""Job status: what a job of a ``track_status`` type is doing, or did.
+
+The runner records, per attempt, one status record keyed by job ID:
+``running`` when the attempt starts, then ``succeeded``, ``failed`` (with the
+error and whether it will be retried) or ``skipped`` (a duplicate, or
+superseded by a newer root job). A job may report its progress
+(:meth:`jobkit.Job.report_progress`) and a JSON result
+(:meth:`jobkit.Job.set_result`); ``jobkit job ID`` shows them.
+
+Cost, per attempt of a tracked type: two writes (start, end), plus one per
+progress report that comes at least :data:`PROGRESS_INTERVAL_S` after the
+previous write; a result costs nothing extra, it rides on the final write.
+Types that do not track status get :class:`StatusTracker`, which writes
+nothing.
+
+Status is fail-open like the dedup store: a write that fails is logged and
+dropped, and never fails the job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from jobkit.clock import Clock
+from jobkit.dedup import DAY_S
+from jobkit.errors import JobKitError
+
+if TYPE_CHECKING:
+    from jobkit.dedup import DedupBackend
+    from jobkit.spec import JobSpecification
+
+log = logging.getLogger(__name__)
+
+STATUS_RECORD_TTL_S = 14 * DAY_S  # as long as failure records and dead letters
+PROGRESS_INTERVAL_S = 5.0  # the least time between two writes of one attempt's progress
+MAX_RESULT_BYTES = 64 * 1024  # well inside DynamoDB's 400 KB item limit
+MAX_ERROR_CHARS = 4096
+
+
+class JobState(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """The status record of one job: its latest attempt.
+
+    Attributes:
+        progress: percent, 0 to 100, as the job last reported it (100 once it succeeded).
+        result: the JSON text the job set with :meth:`jobkit.Job.set_result`.
+        will_retry: for ``failed``: whether the message goes back to the queue.
+        note: for ``skipped``: why.
+    """
+
+    job_id: str
+    job_type: str
+    domain: str | None
+    state: JobState
+    attempt: int
+    updated_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    progress: float | None = None
+    result: str | None = None
+    error: str | None = None
+    will_retry: bool = False
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-ready data, with the result decoded."""
+        return {
+            "job_id": self.job_id,
+            "type": self.job_type,
+            "domain": self.domain,
+            "state": str(self.state),
+            "attempt": self.attempt,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "updated_at": self.updated_at,
+            "progress": self.progress,
+            "result": json.loads(self.result) if self.result is not None else None,
+            "error": self.error,
+            "will_retry": self.will_retry,
+            "note": self.note,
+        }
+
+
+def check_progress(percent: Any) -> float:
+    """A progress report as a float from 0 to 100.
+
+    Raises:
+        JobKitError: it is not a number in that range.
+    """
+    if isinstance(percent, bool) or not isinstance(percent, int | float) or not math.isfinite(percent):
+        raise JobKitError(f"progress must be a number from 0 to 100, got {percent!r}")
+    if not 0 <= percent <= 100:
+        raise JobKitError(f"progress must be from 0 to 100, got {percent!r}")
+    return float(percent)
+
+
+def encode_result(result: Any) -> str:
+    """A job's result as compact JSON text.
+
+    Raises:
+        JobKitError: it is not JSON-serialisable, or over :data:`MAX_RESULT_BYTES`.
+    """
+    try:
+        text = json.dumps(result, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise JobKitError(f"a job result must be JSON-serialisable: {exc}") from exc
+    size = len(text.encode("utf-8"))
+    if size > MAX_RESULT_BYTES:
+        raise JobKitError(
+            f"a job result is {size} bytes, over {MAX_RESULT_BYTES}: store the data elsewhere (S3) and return a key"
+        )
+    return text
+
+
+class StatusTracker:
+    """Status reporting for one attempt, for types that do not track status:
+    it checks what the job reports (so a bug shows before tracking is turned
+    on) and writes nothing."""
+
+    def report_progress(self, percent: Any) -> None:
+        check_progress(percent)
+
+    def set_result(self, result: Any) -> None:
+        encode_result(result)
+
+    def started(self, at: float) -> None:
+        """The attempt starts running."""
+
+    def succeeded(self, at: float) -> None:
+        """The attempt succeeded."""
+
+    def failed(self, at: float, error: str, *, will_retry: bool) -> None:
+        """The attempt failed (or could not start)."""
+
+    def skipped(self, at: float, reason: str) -> None:
+        """The job was not run: a duplicate, or superseded."""
+
+
+class RecordingStatusTracker(StatusTracker):
+    """Records one attempt's status in the jobs table (a ``status#{job id}`` item).
+
+    Args:
+        backend: where the record lives (the dedup store's backend).
+        spec: the job.
+        attempt: the attempt number.
+        clock: the time source, for progress throttling and expiry.
+    """
+
+    def __init__(self, backend: DedupBackend, spec: JobSpecification, attempt: int, clock: Clock) -> None:
+        self._backend = backend
+        self._clock = clock
+        self._status = JobStatus(spec.id, spec.type, spec.domain, JobState.RUNNING, attempt, clock.now())
+        self._last_write: float | None = None
+
+    @property
+    def status(self) -> JobStatus:
+        """What the tracker would write now."""
+        return self._status
+
+    def report_progress(self, percent: Any) -> None:
+        self._status = replace(self._status, progress=check_progress(percent))
+        if self._status.state is not JobState.RUNNING:
+            return  # reported outside run(): the final write already happened
+        now = self._clock.now()
+        if self._last_write is None or now - self._last_write >= PROGRESS_INTERVAL_S:
+            self._write(now)
+
+    def set_result(self, result: Any) -> None:
+        # Not written now: the final write carries it, at no extra cost.
+        self._status = replace(self._status, result=encode_result(result))
+
+    def started(self, at: float) -> None:
+        self._status = replace(self._status, state=JobState.RUNNING, started_at=at)
+        self._write(at)
+
+    def succeeded(self, at: float) -> None:
+        self._status = replace(self._status, state=JobState.SUCCEEDED, finished_at=at, progress=100.0)
+        self._write(at)
+
+    def failed(self, at: float, error: str, *, will_retry: bool) -> None:
+        self._status = replace(
+            self._status, state=JobState.FAILED, finished_at=at, error=error[:MAX_ERROR_CHARS], will_retry=will_retry
+        )
+        self._write(at)
+
+    def skipped(self, at: float, reason: str) -> None:
+        self._status = replace(self._status, state=JobState.SKIPPED, finished_at=at, note=reason)
+        self._write(at)
+
+    def _write(self, now: float) -> None:
+        self._last_write = now
+        self._status = replace(self._status, updated_at=now)
+        try:
+            self._backend.put_status(self._status, int(now) + STATUS_RECORD_TTL_S)
+        except Exception as exc:
+            # Fail-open, and broader than the dedup store's: a status record is
+            # for people, and no failure to write one may fail the job.
+            log.warning(
+                "could not record the status of %s %s: %s",
+                self._status.job_type,
+                self._status.job_id,
+                exc,
+                extra={"job_id": self._status.job_id, "job_type": self._status.job_type},
+            )
+
+
+#: The tracker of every job that does not track status.
+NO_STATUS = StatusTracker()

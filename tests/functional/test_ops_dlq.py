@@ -1,0 +1,286 @@
+"""Dead-letter tooling on the local stack, through the CLI: list, show, redrive,
+purge and delete; and the native StartMessageMoveTask call that moto lacks.
+
+The CLI builds its own boto3 clients; inside the in-process moto they reach
+the local stack. Its clock is the stack's frozen virtual clock (passed as
+click's ``obj``). moto makes a released message visible only once the clock
+has moved past the release ("now > visible_at"), so tests move it a second
+between commands that read the same DLQ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from jobkit import JobSpecification
+from jobkit.cli_ops import CliConfig, register_ops_commands
+from jobkit.local import LocalStack
+from jobkit.ops import redrive, resolve_scope
+from jobkit.outcome import Outcome
+from jobkit.sqs import QueueDirectory
+
+from conftest import FIXTURES
+from testjobs import BROKEN, RUNS
+
+Cli = Callable[..., Result]
+
+
+@pytest.fixture(autouse=True)
+def _no_bugs() -> Iterator[None]:
+    BROKEN.clear()
+    yield
+    BROKEN.clear()
+
+
+@pytest.fixture
+def jobkit(stack: LocalStack) -> Cli:
+    group = click.Group("jobkit")
+    register_ops_commands(group)
+    config = CliConfig(config_path=FIXTURES / "jobs.toml", clock=stack.clock)
+
+    def run(*args: str, input: str | None = None, ok: bool = True) -> Result:  # noqa: A002 - click's name
+        result = CliRunner().invoke(group, list(args), obj=config, input=input, env={"COLUMNS": "200"})
+        if ok:
+            assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+        stack.clock.advance(1)  # released messages become visible (moto compares strictly)
+        return result
+
+    return run
+
+
+def as_json(jobkit: Cli, *args: str) -> Any:
+    return json.loads(jobkit(*args, "--json").stdout)
+
+
+def dead_buggy_jobs(stack: LocalStack, **errors: str) -> dict[str, JobSpecification]:
+    """One buggy job per page, failing with the given error; all dead-lettered."""
+    BROKEN.update(errors)
+    specs = {
+        page: JobSpecification("buggy", {"page": page, "error": error}, domain="enwiki")
+        for page, error in errors.items()
+    }
+    stack.queue_group().push(list(specs.values()))
+    stack.drain()
+    assert stack.queue_depth("buggy", dlq=True) == len(specs)
+    return specs
+
+
+def test_failed_jobs_are_listed_with_their_error_without_being_consumed(stack: LocalStack, jobkit: Cli) -> None:
+    specs = dead_buggy_jobs(stack, A="parser crashed", B="timeout talking to the cache")
+    stack.clock.advance(90)
+    listing = as_json(jobkit, "dlq", "list", "buggy")
+    by_id = {m["job_id"]: m for m in listing["messages"]}
+    assert set(by_id) == {specs["A"].id, specs["B"].id}
+    a = by_id[specs["A"].id]
+    assert (a["type"], a["domain"], a["attempts"], a["reason"]) == ("buggy", "enwiki", 1, "attempts_exhausted")
+    assert (a["error_class"], a["error"]) == ("RuntimeError", "parser crashed on A")
+    assert a["source_queue"] == "test-buggy"
+    assert a["age_s"] == pytest.approx(90, abs=0.01)
+    assert by_id[specs["B"].id]["error"] == "timeout talking to the cache on B"
+    # People get a table with the same facts (a second later)
+    table = jobkit("dlq", "list", "buggy").stdout
+    assert specs["A"].id in table and "parser crashed on A" in table and "1m31s" in table
+    # Listing consumed nothing: the same two are there, and listed again
+    assert stack.queue_depth("buggy", dlq=True) == 2
+    assert {m["job_id"] for m in as_json(jobkit, "dlq", "list", "buggy")["messages"]} == set(by_id)
+
+
+def test_redrive_error_contains_moves_exactly_the_matching_jobs_and_they_run(stack: LocalStack, jobkit: Cli) -> None:
+    # Given three dead jobs, two with the parser bug
+    specs = dead_buggy_jobs(stack, A="parser crashed", B="Parser crashed", C="timeout talking to the cache")
+    # When the fix is deployed and the parser failures are redriven
+    BROKEN.clear()
+    report = as_json(jobkit, "dlq", "redrive", "buggy", "--error-contains", "parser crashed")
+    assert report["mode"] == "copy"
+    assert report["moved"] == 2 and report["not_sent"] == [] and report["not_deleted"] == []
+    assert set(report["job_ids"]) == {specs["A"].id, specs["B"].id}
+    assert stack.queue_depth("buggy", dlq=True) == 1
+    # Then they run, on a fresh first attempt, and succeed; the other stays dead
+    RUNS.clear()
+    stack.drain()
+    for page in ("A", "B"):
+        [run] = stack.results.attempts(specs[page].id)[-1:]
+        assert (run.outcome, run.attempt) == (Outcome.SUCCEEDED, 1)
+    assert {job_id for _, job_id, event in RUNS if event == "run"} == {specs["A"].id, specs["B"].id}
+    assert [m["job_id"] for m in as_json(jobkit, "dlq", "list", "buggy")["messages"]] == [specs["C"].id]
+
+
+def test_redrive_by_id_and_dry_run(stack: LocalStack, jobkit: Cli) -> None:
+    specs = dead_buggy_jobs(stack, A="parser crashed", B="parser crashed")
+    dry = as_json(jobkit, "dlq", "redrive", "buggy", "--error-contains", "parser", "--dry-run")
+    assert dry["mode"] == "dry_run" and set(dry["job_ids"]) == {specs["A"].id, specs["B"].id} and dry["moved"] == 0
+    assert stack.queue_depth("buggy", dlq=True) == 2 and stack.queue_depth("buggy") == 0
+    moved = as_json(jobkit, "dlq", "redrive", "buggy", "--id", specs["B"].id)
+    assert moved["job_ids"] == [specs["B"].id] and moved["moved"] == 1
+    assert stack.queue_depth("buggy", dlq=True) == 1 and stack.queue_depth("buggy") == 1
+
+
+def test_a_whole_queue_redrive_falls_back_to_copying_where_move_tasks_are_missing(
+    stack: LocalStack, jobkit: Cli
+) -> None:
+    # moto has no StartMessageMoveTask: the whole-DLQ redrive copies instead
+    spec = JobSpecification("alwaysFails", {"why": "a bug"})
+    stack.queue_group().push(spec)
+    stack.drain()
+    [dead] = stack.dead_letters("alwaysFails")
+    stack.clock.advance(1)
+    report = as_json(jobkit, "dlq", "redrive", "alwaysFails")
+    assert report["mode"] == "copy" and report["moved"] == 1
+    assert "StartMessageMoveTask" in report["native_unavailable"]
+    # The copy is the same body (priorAttempts and all), with its type and
+    # without the old reason, and SQS counts its receives afresh
+    [message] = stack.sqs.receive_message(
+        QueueUrl=stack.queue_urls["test-alwaysFails"],
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    )["Messages"]
+    assert message["Body"] == dead["Body"]
+    assert set(message["MessageAttributes"]) == {"JobType"}
+    assert message["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert stack.queue_depth("alwaysFails", dlq=True) == 0
+
+
+class CaptureMoveTask:
+    """Captures StartMessageMoveTask requests on a real client and answers them
+    as SQS would: moto cannot serve this one call, so the hook stands in for
+    the service, after botocore has validated the request against the API model."""
+
+    def __init__(self, client: Any) -> None:
+        self.requests: list[dict[str, Any]] = []
+        client.meta.events.register("provide-client-params.sqs.StartMessageMoveTask", self._capture)
+        client.meta.events.register("before-call.sqs.StartMessageMoveTask", self._answer)
+
+    def _capture(self, params: dict[str, Any], **_: Any) -> None:
+        self.requests.append(dict(params))
+
+    def _answer(self, **_: Any) -> Any:
+        class _Http:
+            status_code, headers, content = 200, {}, b""
+
+        return _Http(), {"TaskHandle": "task-1"}
+
+
+def test_a_whole_queue_redrive_on_aws_is_a_native_move_task(stack: LocalStack) -> None:
+    # Given dead letters in a queue of its own
+    stack.queue_group().push([JobSpecification("alwaysFails", {"n": n}) for n in range(3)])
+    stack.drain()
+    capture = CaptureMoveTask(stack.sqs)
+    directory = QueueDirectory(stack.sqs, stack.declaration)
+    # When the whole DLQ is redriven
+    report = redrive(stack.sqs, directory, resolve_scope(stack.declaration, "alwaysFails"))
+    # Then SQS is asked to move it, from the DLQ to the queue (named: SQS does
+    # not know the source of messages the runner sent), and nothing is copied
+    arn = "arn:aws:sqs:us-east-1:123456789012:test-alwaysFails"
+    assert capture.requests == [{"SourceArn": f"{arn}-dlq", "DestinationArn": arn}]
+    assert (report.mode, report.task_handle, report.approximate) == ("native", "task-1", 3)
+    assert stack.queue_depth("alwaysFails", dlq=True) == 3 and stack.queue_depth("alwaysFails") == 0
+    # and filtered or shared-queue redrives never start one: it cannot filter
+    redrive(stack.sqs, directory, resolve_scope(stack.declaration, "alwaysFails"), ids=["nope"])
+    redrive(stack.sqs, directory, resolve_scope(stack.declaration, "rare"))
+    assert len(capture.requests) == 1
+
+
+def test_show_has_the_full_spec_and_every_failure(stack: LocalStack, jobkit: Cli) -> None:
+    spec = JobSpecification("alwaysFails", {"why": "a bug"}, domain="dewiki")
+    stack.queue_group().push(spec)
+    stack.drain()
+    [shown] = as_json(jobkit, "dlq", "show", "alwaysFails", spec.id)["messages"]
+    assert shown["body"]["params"] == {"why": "a bug"} and shown["body"]["domain"] == "dewiki"
+    assert [f["attempt"] for f in shown["failures"]] == [3, 2, 1]
+    assert all("RuntimeError: always fails (a bug)" in f["traceback"] for f in shown["failures"])
+    text = jobkit("dlq", "show", "alwaysFails", spec.id).stdout
+    assert "failed attempt 2" in text and '"why": "a bug"' in text
+    missing = jobkit("dlq", "show", "alwaysFails", "no-such-job", ok=False)
+    assert missing.exit_code == 1 and "no dead letter with job or message ID no-such-job" in missing.output
+
+
+def test_a_message_moved_by_the_redrive_policy_shows_its_failure_record(stack: LocalStack, jobkit: Cli) -> None:
+    # Given a job whose first attempt failed (and wrote a failure record) ...
+    spec = JobSpecification("flaky", {"fail_times": 9})
+    stack.queue_group().push(spec)
+    stack.poll_once()
+    url = stack.queue_urls["test-flaky"]
+    # ... and whose runner then crashed twice (received, never answered)
+    for _ in range(2):
+        stack.clock.advance(stack.declaration.queues["flaky"].visibility_timeout_s + 60)
+        assert stack.sqs.receive_message(QueueUrl=url)["Messages"]
+    # When SQS's redrive policy moves it on its next receive
+    stack.clock.advance(stack.declaration.queues["flaky"].visibility_timeout_s + 60)
+    assert "Messages" not in stack.sqs.receive_message(QueueUrl=url)
+    # Then it carries no reason, and the failure record tells the error
+    [dead] = as_json(jobkit, "dlq", "list", "flaky")["messages"]
+    assert (dead["job_id"], dead["reason"]) == (spec.id, "redrive_policy")
+    assert (dead["error_class"], dead["error"], dead["attempts"]) == ("ConnectionError", "flaky: attempt 1 failed", 1)
+
+
+def test_a_poison_message_shows_the_start_of_its_body(stack: LocalStack, jobkit: Cli) -> None:
+    body = "{this is not json" + "x" * 500
+    stack.sqs.send_message(QueueUrl=stack.queue_urls["test-noop"], MessageBody=body)
+    stack.drain()
+    [dead] = as_json(jobkit, "dlq", "list", "noop")["messages"]
+    assert (dead["job_id"], dead["type"], dead["reason"]) == (None, None, "poison")
+    assert dead["body_start"] == body[:120] and dead["parse_error"].startswith("not JSON")
+    assert dead["error_class"] == "SpecError"
+
+
+def push_poison(stack: LocalStack, job_type: str) -> None:
+    """A malformed message that names its type in the JobType attribute."""
+    stack.sqs.send_message(
+        QueueUrl=stack.queue_urls["test-lowTraffic"],
+        MessageBody='{"v": 1}',
+        MessageAttributes={"JobType": {"DataType": "String", "StringValue": job_type}},
+    )
+
+
+def test_on_a_shared_queue_a_type_means_only_its_own_dead_letters(stack: LocalStack, jobkit: Cli) -> None:
+    # Given the lowTraffic DLQ holding a dead rare job and a poison rarer message
+    rare = JobSpecification("rare")
+    stack.queue_group().push(rare)
+    push_poison(stack, "rarer")
+    stack.drain()
+    assert stack.queue_depth("lowTraffic", dlq=True) == 2
+    assert [m["job_id"] for m in as_json(jobkit, "dlq", "list", "rare")["messages"]] == [rare.id]
+    assert {m["type"] for m in as_json(jobkit, "dlq", "list", "lowTraffic")["messages"]} == {"rare", "rarer"}
+    # When purging rare is declined, nothing goes; the prompt says what stays
+    declined = jobkit("dlq", "purge", "rare", input="n\n", ok=False)
+    assert declined.exit_code == 1 and "shared with rarer" in declined.output and "other types" in declined.output
+    assert stack.queue_depth("lowTraffic", dlq=True) == 2
+    # When it is confirmed, only rare's dead letter goes
+    purged = as_json(jobkit, "dlq", "purge", "rare", "--yes")
+    assert purged == {"mode": "delete", "dlq": "test-lowTraffic-dlq", "removed": 1, "job_ids": [rare.id]}
+    assert [m["type"] for m in as_json(jobkit, "dlq", "list", "lowTraffic")["messages"]] == ["rarer"]
+
+
+def test_purge_empties_the_dlq(stack: LocalStack, jobkit: Cli) -> None:
+    dead_buggy_jobs(stack, A="parser crashed", B="parser crashed", C="parser crashed")
+    purged = as_json(jobkit, "dlq", "purge", "buggy", "--yes")
+    assert (purged["mode"], purged["removed"]) == ("purge_queue", 3)
+    assert stack.queue_depth("buggy", dlq=True) == 0
+    push_poison(stack, "rarer")
+    stack.drain()
+    assert "test-lowTraffic-dlq (types rare, rarer)" in jobkit("dlq", "purge", "lowTraffic", input="y\n").output
+    assert stack.queue_depth("lowTraffic", dlq=True) == 0
+
+
+def test_delete_removes_one_dead_letter_after_confirmation(stack: LocalStack, jobkit: Cli) -> None:
+    specs = dead_buggy_jobs(stack, A="parser crashed", B="parser crashed")
+    assert jobkit("dlq", "delete", "buggy", specs["A"].id, input="n\n", ok=False).exit_code == 1
+    assert stack.queue_depth("buggy", dlq=True) == 2
+    deleted = as_json(jobkit, "dlq", "delete", "buggy", specs["A"].id, "--yes")
+    assert deleted["job_ids"] == [specs["A"].id]
+    assert [m["job_id"] for m in as_json(jobkit, "dlq", "list", "buggy")["messages"]] == [specs["B"].id]
+    assert jobkit("dlq", "delete", "buggy", specs["A"].id, "--yes", ok=False).exit_code == 1
+
+
+def test_bad_targets_and_prefixes_are_clear_errors(stack: LocalStack, jobkit: Cli) -> None:
+    unknown = jobkit("dlq", "list", "nope", ok=False)
+    assert unknown.exit_code == 1 and "'nope' is neither a job type nor a queue" in unknown.output
+    assert "lowTraffic" in unknown.output
+    wrong_stage = jobkit("dlq", "list", "noop", "--prefix", "prod", ok=False)
+    assert wrong_stage.exit_code == 1 and "is the prefix right?" in wrong_stage.output

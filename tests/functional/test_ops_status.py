@@ -1,0 +1,165 @@
+"""Job status tracking (``track_status``) and ``jobkit job ID``, on the local stack:
+progress and results as jobs report them, failures, what it costs, and
+fail-open; and the status records in both backends."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import click
+import pytest
+from click.testing import CliRunner, Result
+from moto import mock_aws
+
+from jobkit import JobSpecification
+from jobkit.cli_ops import CliConfig, register_ops_commands
+from jobkit.config import Declaration
+from jobkit.dedup import DedupBackend
+from jobkit.dedup_dynamodb import DynamoDBDedupBackend
+from jobkit.dedup_memory import MemoryDedupBackend
+from jobkit.local import LocalStack
+from jobkit.local.provision import provision_table
+from jobkit.outcome import Outcome
+from jobkit.status import JobState, JobStatus
+
+from conftest import FIXTURES, START, RequestCounter
+from faults import FailCalls
+from testjobs import BROKEN, HOOKS
+
+Cli = Callable[..., Result]
+
+
+@pytest.fixture(autouse=True)
+def _no_bugs() -> Iterator[None]:
+    BROKEN.clear()
+    yield
+    BROKEN.clear()
+
+
+@pytest.fixture
+def jobkit(stack: LocalStack) -> Cli:
+    group = click.Group("jobkit")
+    register_ops_commands(group)
+    config = CliConfig(config_path=FIXTURES / "jobs.toml", clock=stack.clock)
+
+    def run(*args: str, ok: bool = True) -> Result:
+        result = CliRunner().invoke(group, list(args), obj=config, env={"COLUMNS": "200"})
+        if ok:
+            assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+        return result
+
+    return run
+
+
+def job_json(jobkit: Cli, job_id: str) -> Any:
+    return json.loads(jobkit("job", job_id, "--json").stdout)
+
+
+def test_a_tracked_job_shows_its_progress_while_it_runs_and_its_result_after(stack: LocalStack, jobkit: Cli) -> None:
+    # Given a tracked job that reports 30% six seconds in, 60% right after,
+    # and lets the test look while it still runs
+    spec = JobSpecification("tracked", {"progress": [30, 60], "result": {"pages": 3}}, domain="enwiki")
+    seen: list[Any] = []
+    HOOKS.extend([lambda: stack.clock.advance(6), lambda: None, lambda: seen.append(job_json(jobkit, spec.id))])
+    stack.queue_group().push(spec)
+    stack.drain()
+    # Then, while it ran, it was running at 30%: 60% came within 5 s of the
+    # last write, so it waited for the final one
+    [running] = seen
+    assert running["status"]["state"] == "running" and running["status"]["progress"] == 30.0
+    assert running["status"]["result"] is None and running["status"]["finished_at"] is None
+    # And now it has succeeded, with its result
+    status = job_json(jobkit, spec.id)["status"]
+    assert {k: status[k] for k in ("state", "type", "domain", "attempt", "progress", "result", "error")} == {
+        "state": "succeeded",
+        "type": "tracked",
+        "domain": "enwiki",
+        "attempt": 1,
+        "progress": 100.0,
+        "result": {"pages": 3},
+        "error": None,
+    }
+    assert status["started_at"] == START and status["finished_at"] == START + 6
+    text = jobkit("job", spec.id).stdout
+    assert "succeeded" in text and '{"pages":3}' in text and "100%" in text
+
+
+def test_a_tracked_failure_shows_its_error_and_failure_records(stack: LocalStack, jobkit: Cli) -> None:
+    BROKEN.add("A")
+    spec = JobSpecification("buggy", {"page": "A"})
+    stack.queue_group().push(spec)
+    stack.drain()
+    report = job_json(jobkit, spec.id)
+    assert report["status"]["state"] == "failed" and report["status"]["will_retry"] is False
+    assert report["status"]["error"] == "RuntimeError: parser crashed on A"
+    [failure] = report["failures"]
+    assert (failure["attempt"], failure["error_class"]) == (1, "RuntimeError")
+    assert "parser crashed on A" in failure["traceback"]
+
+
+def test_an_untracked_job_shows_only_its_failure_records(stack: LocalStack, jobkit: Cli) -> None:
+    spec = JobSpecification("flaky", {"fail_times": 1})
+    stack.queue_group().push(spec)
+    stack.drain()
+    report = job_json(jobkit, spec.id)
+    assert report["status"] is None and [f["attempt"] for f in report["failures"]] == [1]
+    assert "does not track status" in jobkit("job", spec.id).stdout
+    unknown = jobkit("job", "no-such-job", ok=False)
+    assert unknown.exit_code == 1 and "no records of job no-such-job" in unknown.output
+
+
+def test_what_tracking_costs(stack: LocalStack, dynamodb_requests: RequestCounter) -> None:
+    # A tracked job: one write when it starts and one when it ends ...
+    stack.queue_group().push(JobSpecification("tracked", {"result": 1}))
+    stack.drain()
+    assert dynamodb_requests.calls == {"PutItem": 2}
+    # ... and one per progress report at least 5 s after the previous write
+    dynamodb_requests.reset()
+    HOOKS.extend([lambda: stack.clock.advance(5), lambda: None, lambda: stack.clock.advance(5), lambda: None])
+    stack.queue_group().push(JobSpecification("tracked", {"progress": [25, 50, 75]}))
+    stack.drain()
+    assert dynamodb_requests.calls == {"PutItem": 4}
+    # An untracked job that reports progress writes nothing
+    dynamodb_requests.reset()
+    stack.queue_group().push(JobSpecification("noop"))
+    stack.drain()
+    assert dynamodb_requests.total == 0
+
+
+def test_a_status_store_that_cannot_be_written_never_fails_the_job(stack: LocalStack) -> None:
+    FailCalls(stack.dynamodb, "dynamodb.PutItem", code="ProvisionedThroughputExceededException")
+    spec = JobSpecification("tracked", {"progress": [50], "result": "done"})
+    stack.queue_group().push(spec)
+    stack.drain()
+    [run] = stack.results.attempts(spec.id)
+    assert run.outcome is Outcome.SUCCEEDED
+    assert stack.dedup_backend.status(spec.id) is None
+
+
+# -- the backend contract -------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def backend(request: Any, test_declaration: Declaration) -> Iterator[DedupBackend]:
+    if request.param == "memory":
+        yield MemoryDedupBackend()
+        return
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        provision_table(client, test_declaration)
+        yield DynamoDBDedupBackend(client, test_declaration.table_name)
+
+
+def test_status_records_round_trip_and_are_replaced(backend: DedupBackend) -> None:
+    running = JobStatus("j1", "tracked", None, JobState.RUNNING, 2, 100.5, started_at=100.5, progress=12.5)
+    backend.put_status(running, 2**31)
+    assert backend.status("j1") == running
+    done = JobStatus(
+        "j1", "tracked", "enwiki", JobState.FAILED, 2, 103.25, 100.5, 103.25, 12.5, '{"a":[1]}', "E: x", True, None
+    )
+    backend.put_status(done, 2**31)
+    assert backend.status("j1") == done
+    assert backend.status("j2") is None
