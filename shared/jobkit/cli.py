@@ -37,7 +37,9 @@ config_option = click.option(
 @config_option
 @click.option("--seed", default=7, show_default=True, help="Seed for retry jitter.")
 @click.option("--backlinks", default=100_000, show_default=True, help="Pages that embed the edited template.")
-def demo(config_path: Path | None, seed: int, backlinks: int) -> None:
+@click.option("--pages", default=150, show_default=True, help="Pages queued for refreshLinks by each edit.")
+@click.option("--watchers", default=40, show_default=True, help="Emails sent for each edit.")
+def demo(config_path: Path | None, seed: int, backlinks: int, pages: int, watchers: int) -> None:
     """Run the job-queue RFC's story on the embedded local AWS and summarise it."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -52,7 +54,14 @@ def demo(config_path: Path | None, seed: int, backlinks: int) -> None:
             bar.update(task, description=f"running jobs on the local stack: {delivered:,} messages handled")
 
         try:
-            report = run_demo(load_declaration(config_path), seed=seed, backlinks=backlinks, on_progress=progress)
+            report = run_demo(
+                load_declaration(config_path),
+                seed=seed,
+                backlinks=backlinks,
+                pages=pages,
+                watchers=watchers,
+                on_progress=progress,
+            )
         except JobKitError as exc:
             raise click.ClickException(str(exc)) from exc
     print_report(report)

@@ -31,7 +31,7 @@ def test_the_story_balances_and_shows_each_mechanism(example_declaration: Declar
 
 
 def test_demo_command_prints_the_summary() -> None:
-    result = CliRunner().invoke(main, ["demo", "--backlinks", "2000"])
+    result = CliRunner().invoke(main, ["demo", "--backlinks", "500", "--pages", "10", "--watchers", "3"])
     assert result.exit_code == 0, result.output
     assert "htmlCacheUpdate" in result.output and "p95 pickup" in result.output
     assert "balances" in result.output

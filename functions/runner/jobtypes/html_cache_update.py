@@ -60,7 +60,9 @@ class HTMLCacheUpdateJob(Job):
         ]
         if stop < end:
             jobs.append(
-                JobSpecification("htmlCacheUpdate", {**common, "recursive": True, "range": [stop, end]}, domain=self.domain)
+                JobSpecification(
+                    "htmlCacheUpdate", {**common, "recursive": True, "range": [stop, end]}, domain=self.domain
+                )
             )
         return jobs
 
