@@ -1,0 +1,92 @@
+"""Shared helpers for the benchmarks: a moto server in its own process (so the
+client's CPU time is the client's alone), and an AWS request counter."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto server on a free loopback port, in a child process. Yields its endpoint URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("moto server did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def aws_environment(endpoint_url: str | None) -> Iterator[None]:
+    """Credentials for the emulator, and its endpoint for every client (boto3 reads AWS_ENDPOINT_URL)."""
+    saved = {k: os.environ.get(k) for k in [*CREDENTIALS, "AWS_ENDPOINT_URL"]}
+    os.environ.update(CREDENTIALS)
+    if endpoint_url:
+        os.environ["AWS_ENDPOINT_URL"] = endpoint_url
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class ApiCalls:
+    """Counts every AWS API call made in this process, by service and operation,
+    whoever made the client (Celery's kombu makes its own). Instrumentation only:
+    each call still goes to the endpoint."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[ApiCalls]:
+        from botocore.client import BaseClient
+
+        original = BaseClient._make_api_call
+        calls = self.calls
+
+        def counted(client: Any, operation_name: str, api_params: Any) -> Any:
+            calls[f"{client.meta.service_model.service_name}.{operation_name}"] += 1
+            return original(client, operation_name, api_params)
+
+        BaseClient._make_api_call = counted  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            BaseClient._make_api_call = original  # type: ignore[method-assign]
+
+    def total(self, prefix: str = "") -> int:
+        return sum(n for name, n in self.calls.items() if name.startswith(prefix))
+
+    def reset(self) -> None:
+        self.calls.clear()

@@ -1,0 +1,156 @@
+"""Runner overhead per job: jobkit's runner against Powertools' BatchProcessor with
+Idempotency (DynamoDB persistence), on a no-op job, with moto in its own process.
+
+Per job: DynamoDB requests (counted on every botocore client in the process) and
+the runner's CPU time, for a plain job, a remove_duplicates job (when it runs,
+and when it is a duplicate) and a leaf of a root job. Events are built as the
+event source mapping delivers them; on success the runner needs no SQS call.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from _common import ROOT, ApiCalls, aws_environment, moto_server
+
+BATCH = 10
+
+
+def _declaration() -> Any:
+    from jobkit.config import parse_declaration
+
+    types = {
+        "plain": {"class": "bench_jobs:NoopJob"},
+        "dedup": {"class": "bench_jobs:NoopJob", "remove_duplicates": True},
+        "leaf": {"class": "bench_jobs:NoopJob"},
+    }
+    return parse_declaration({"jobkit": {"prefix": "bench"}, "types": types}, source="bench")
+
+
+def _events(specs: list[Any]) -> list[dict[str, Any]]:
+    from jobkit.testing import sqs_event
+
+    return [sqs_event(specs[i : i + BATCH], now=time.time()) for i in range(0, len(specs), BATCH)]
+
+
+def _measure(handler: Any, events: list[dict[str, Any]], jobs: int, calls: ApiCalls) -> dict[str, float]:
+    from jobkit.testing import FakeLambdaContext
+
+    calls.reset()
+    cpu = time.process_time()
+    for event in events:
+        response = handler(event, FakeLambdaContext(timeout_s=60))
+        assert not response["batchItemFailures"], response
+    cpu = time.process_time() - cpu
+    return {"dynamodb_requests_per_job": calls.total("dynamodb.") / jobs, "cpu_us_per_job": cpu / jobs * 1e6}
+
+
+def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
+    import boto3
+
+    from jobkit import JobSpecification
+    from jobkit.dedup import DedupStore
+    from jobkit.dedup_dynamodb import DynamoDBDedupBackend
+    from jobkit.local.provision import provision_table
+    from jobkit.runner import Runner
+    from jobkit.spec import new_root_job_params
+    from jobkit.sqs import QueueDirectory, SqsQueues
+
+    declaration = _declaration()
+    dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
+    provision_table(dynamodb, declaration)
+    runner = Runner(
+        declaration,
+        queues=SqsQueues(sqs, QueueDirectory(sqs, declaration, {})),
+        dedup=DedupStore(DynamoDBDedupBackend(dynamodb, declaration.table_name)),
+    )
+    root = new_root_job_params("bench:root", time.time() - 1)
+    leaf_params = {k: v for k, v in root.items() if k != "rootJobIsSelf"}
+    twins = [JobSpecification("dedup", {"page": n}).stamped(time.time() - 1) for n in range(jobs)]
+    results = {
+        "plain": _measure(
+            runner.handle, _events([JobSpecification("plain", {"n": n}) for n in range(jobs)]), jobs, calls
+        ),
+        "remove_duplicates, runs": _measure(runner.handle, _events(twins), jobs, calls),
+        "remove_duplicates, duplicate": _measure(
+            runner.handle, _events([t.replace(id=f"twin-{t.id}") for t in twins]), jobs, calls
+        ),
+        "leaf": _measure(
+            runner.handle,
+            _events([JobSpecification("leaf", {"n": n, **leaf_params}) for n in range(jobs)]),
+            jobs,
+            calls,
+        ),
+    }
+    return results
+
+
+def _powertools(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
+    import json
+
+    import boto3
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.create_table(
+        TableName="bench-idempotency",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    persistence = DynamoDBPersistenceLayer(table_name="bench-idempotency", boto3_client=dynamodb)
+    # The same notion of "the same job" as jobkit's dedup hash: the job's type and params.
+    config = IdempotencyConfig(event_key_jmespath="[type, params]", use_local_cache=False)
+    processor = BatchProcessor(event_type=EventType.SQS)
+
+    @idempotent_function(data_keyword_argument="job", persistence_store=persistence, config=config)
+    def run_job(job: dict[str, Any]) -> bool:
+        return True
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        config.register_lambda_context(context)
+        return process_partial_response(
+            event=event,
+            record_handler=lambda record: run_job(job=json.loads(record.body)),
+            processor=processor,
+            context=context,
+        )
+
+    def plain_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return process_partial_response(
+            event=event, record_handler=lambda record: json.loads(record.body), processor=processor, context=context
+        )
+
+    from jobkit import JobSpecification
+
+    specs = [JobSpecification("dedup", {"page": n}) for n in range(jobs)]
+    return {
+        "plain (BatchProcessor only)": _measure(plain_handler, _events(specs), jobs, calls),
+        "idempotent job, runs": _measure(handler, _events(specs), jobs, calls),
+        "idempotent job, duplicate": _measure(
+            handler, _events([s.replace(id=f"again-{s.id}") for s in specs]), jobs, calls
+        ),
+    }
+
+
+def run(jobs: int = 2_000) -> dict[str, Any]:
+    import logging
+    import sys
+
+    logging.disable(logging.WARNING)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    calls = ApiCalls()
+    with moto_server() as endpoint, aws_environment(endpoint), calls.counting():
+        return {"jobs": jobs, "jobkit": _jobkit(jobs, calls), "powertools": _powertools(jobs, calls)}
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(500), indent=2))
