@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 SAM_VENV := .venv-sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: demo test lint sam-check clean
+.PHONY: demo test lint sam-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ demo: $(VENV)/.local
 
 test: $(VENV)/.dev
 	$(BIN)/pytest
+
+# Reproducible measurements: results to benchmarks/results/, the table into the README.
+bench: $(VENV)/.dev
+	$(BIN)/python benchmarks/run.py --readme README.md
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

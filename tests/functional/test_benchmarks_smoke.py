@@ -1,0 +1,30 @@
+"""The benchmark scripts run, at a tiny size. (Nothing here is timed.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+
+def test_the_benchmarks_run_and_write_results(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- bench:start -->\nSTALE TABLE\n<!-- bench:end -->\nafter\n")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--small", "--out", str(out), "--readme", str(readme)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["push"]["results"]["jobkit push()"]["sqs_requests_per_job"] <= 0.1
+    assert results["runner"]["jobkit"]["plain"]["dynamodb_requests_per_job"] == 0
+    assert set(results["cost"]["dollars_per_million_jobs"]) == set(results["runner"]["jobkit"])
+    text = readme.read_text()
+    assert text.startswith("before\n<!-- bench:start -->\n") and text.endswith("<!-- bench:end -->\nafter\n")
+    assert "STALE TABLE" not in text and "SQS requests / job" in text
