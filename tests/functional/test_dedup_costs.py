@@ -9,16 +9,16 @@ These count requests; they time nothing.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from jobkit import JobSpecification
 from jobkit.local import LocalStack
-from jobkit.local.esm import sqs_event
+from jobkit.local.esm import sqs_event as received_event
 from jobkit.outcome import Outcome
 from jobkit.runner import Runner
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import QueueDirectory, SqsQueues
+from jobkit.testing import sqs_event
 
 from conftest import RequestCounter
 
@@ -30,7 +30,7 @@ def delivered(stack: LocalStack, queue: str, count: int) -> dict[str, Any]:
         messages += stack.sqs.receive_message(
             QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"]
         ).get("Messages", [])
-    return sqs_event(messages, f"arn:aws:sqs:us-east-1:123456789012:{stack.declaration.queue_name(queue)}")
+    return received_event(messages, f"arn:aws:sqs:us-east-1:123456789012:{stack.declaration.queue_name(queue)}")
 
 
 def test_a_plain_job_costs_no_request_beyond_the_event_source_mapping(
@@ -67,18 +67,6 @@ def test_a_deliver_once_job_costs_two_writes(stack: LocalStack, dynamodb_request
     assert dynamodb_requests.calls == {"UpdateItem": 2}
 
 
-def synthetic_record(spec: JobSpecification, queue_arn: str) -> dict[str, Any]:
-    """A Lambda SQS record for a spec, without SQS: the runner only needs SQS on failure."""
-    return {
-        "messageId": str(uuid.uuid4()),
-        "receiptHandle": "synthetic",
-        "body": spec.to_message(),
-        "attributes": {"ApproximateReceiveCount": "1"},
-        "messageAttributes": {},
-        "eventSourceARN": queue_arn,
-    }
-
-
 def test_a_leaf_of_a_10000_leaf_fan_out_costs_under_a_tenth_of_a_request(
     stack: LocalStack, dynamodb_requests: RequestCounter
 ) -> None:
@@ -103,7 +91,7 @@ def test_a_leaf_of_a_10000_leaf_fan_out_costs_under_a_tenth_of_a_request(
     dynamodb_requests.reset()
     outcomes: list[Outcome] = []
     for batch_number, start in enumerate(range(0, 10_000, 10)):
-        event = {"Records": [synthetic_record(leaf, queue_arn) for leaf in leaves[start : start + 10]]}
+        event = sqs_event(leaves[start : start + 10], queue_arn=queue_arn)
         outcomes += [r.outcome for r in containers[batch_number % 8].process(event)]
         stack.clock.advance(0.02)
     # Then every leaf ran, for well under 0.1 DynamoDB requests each
@@ -124,17 +112,17 @@ def test_old_leaves_stop_running_within_the_cache_window_of_a_new_root(
     root_a = JobSpecification("fanOut", new_root_job_params(key, stack.clock.now()))
     leaf_a = [JobSpecification("fanOut", {"n": n, **root_a.root_job_params()}) for n in range(40)]
     stamped = [leaf.stamped(stack.clock.now()) for leaf in leaf_a]
-    first = runner.process({"Records": [synthetic_record(leaf, queue_arn) for leaf in stamped[:10]]})
+    first = runner.process(sqs_event(stamped[:10], queue_arn=queue_arn))
     assert {r.outcome for r in first} == {Outcome.SUCCEEDED}
     # When a newer root A' is recorded elsewhere (another container, the push SDK)
     stack.clock.advance(1)
     stack.queue_group().deduplicate_root_job(JobSpecification("fanOut", new_root_job_params(key, stack.clock.now())))
     # Then A's leaves may still run while the cache entry is fresh (15 s) ...
-    within = runner.process({"Records": [synthetic_record(leaf, queue_arn) for leaf in stamped[10:20]]})
+    within = runner.process(sqs_event(stamped[10:20], queue_arn=queue_arn))
     assert {r.outcome for r in within} == {Outcome.SUCCEEDED}
     # ... and are superseded once it is not: one request, then from the cache
     stack.clock.advance(15)
     dynamodb_requests.reset()
-    after = runner.process({"Records": [synthetic_record(leaf, queue_arn) for leaf in stamped[20:]]})
+    after = runner.process(sqs_event(stamped[20:], queue_arn=queue_arn))
     assert {r.outcome for r in after} == {Outcome.SUPERSEDED}
     assert dynamodb_requests.total == 1
