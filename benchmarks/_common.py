@@ -44,12 +44,10 @@ def moto_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def aws_environment(endpoint_url: str | None) -> Iterator[None]:
-    """Credentials for the emulator, and its endpoint for every client (boto3 reads AWS_ENDPOINT_URL)."""
-    saved = {k: os.environ.get(k) for k in [*CREDENTIALS, "AWS_ENDPOINT_URL"]}
-    os.environ.update(CREDENTIALS)
-    if endpoint_url:
-        os.environ["AWS_ENDPOINT_URL"] = endpoint_url
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the block, then put back what was there."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
     try:
         yield
     finally:
@@ -58,6 +56,22 @@ def aws_environment(endpoint_url: str | None) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def aws_environment(endpoint_url: str | None) -> Iterator[None]:
+    """Credentials for the emulator, and its endpoint for every client (boto3 reads
+    AWS_ENDPOINT_URL); without an endpoint, clients use AWS's (which moto in-process intercepts)."""
+    with environment(CREDENTIALS):
+        saved = os.environ.pop("AWS_ENDPOINT_URL", None)
+        if endpoint_url:
+            os.environ["AWS_ENDPOINT_URL"] = endpoint_url
+        try:
+            yield
+        finally:
+            os.environ.pop("AWS_ENDPOINT_URL", None)
+            if saved is not None:
+                os.environ["AWS_ENDPOINT_URL"] = saved
 
 
 class ApiCalls:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import sys
 from typing import Any
 
-from _common import ROOT, aws_environment
+from _common import ROOT, aws_environment, environment
 
 PRICES = {
     "as_of": "2025 list prices, us-east-1",
@@ -47,7 +46,7 @@ def log_bytes_per_job(jobs: int = 100) -> float:
     sys.path.insert(0, str(ROOT / "functions" / "runner"))
     declaration = load_declaration(ROOT / "infra" / "jobs.toml")
     env = {"JOBKIT_DECLARATION": json.dumps(declaration_to_dict(declaration)), "JOBKIT_QUEUE_URLS": "{}"}
-    with aws_environment(None), mock_aws(), _env(env):
+    with aws_environment(None), mock_aws(), environment(env):
         import boto3
 
         provision_queues(boto3.client("sqs"), declaration)
@@ -61,20 +60,6 @@ def log_bytes_per_job(jobs: int = 100) -> float:
                 specs = [JobSpecification("refreshLinks", {"title": f"Page {n}"}) for n in range(start, start + BATCH)]
                 app.handler(sqs_event(specs), FakeLambdaContext())
     return len(out.getvalue().encode("utf-8")) / jobs
-
-
-@contextlib.contextmanager
-def _env(values: dict[str, str]) -> Any:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def per_million(kind: dict[str, float], log_bytes: float) -> dict[str, float]:
