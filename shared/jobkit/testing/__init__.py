@@ -159,32 +159,25 @@ def sqs_event(
     """A Lambda SQS event carrying jobs, as the event source mapping would deliver
     them, for calling a handler directly. No SQS is involved: the runner only
     needs SQS when a job fails or is re-enqueued."""
+    from jobkit.local.esm import lambda_record
+
+    region = queue_arn.split(":")[3]
+    timestamp = str(int(now * 1000))
     records = []
     for spec in jobs:
         stamped = spec.stamped(now)
-        records.append(
-            {
-                "messageId": str(uuid.uuid4()),
-                "receiptHandle": f"local-{uuid.uuid4().hex}",
-                "body": stamped.to_message(),
-                "attributes": {
-                    "ApproximateReceiveCount": str(receive_count),
-                    "SentTimestamp": str(int(now * 1000)),
-                    "ApproximateFirstReceiveTimestamp": str(int(now * 1000)),
-                },
-                "messageAttributes": {
-                    "JobType": {
-                        "stringValue": stamped.type,
-                        "stringListValues": [],
-                        "binaryListValues": [],
-                        "dataType": "String",
-                    }
-                },
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": queue_arn.split(":")[3],
-            }
-        )
+        message = {  # as ReceiveMessage returns it
+            "MessageId": str(uuid.uuid4()),
+            "ReceiptHandle": f"local-{uuid.uuid4().hex}",
+            "Body": stamped.to_message(),
+            "Attributes": {
+                "ApproximateReceiveCount": str(receive_count),
+                "SentTimestamp": timestamp,
+                "ApproximateFirstReceiveTimestamp": timestamp,
+            },
+            "MessageAttributes": {"JobType": {"DataType": "String", "StringValue": stamped.type}},
+        }
+        records.append(lambda_record(message, queue_arn, region))
     return {"Records": records}
 
 
