@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 SAM_VENV := .venv-sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: demo test lint sam-check bench clean
+.PHONY: demo test lint sam-check bench soak checkov clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,19 @@ test: $(VENV)/.dev
 # Reproducible measurements: results to benchmarks/results/, the table into the README.
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/run.py --readme README.md
+
+# 50,000 jobs through the local stack with 5% injected faults; fails unless they balance.
+soak: $(VENV)/.dev
+	$(BIN)/python benchmarks/soak.py --jobs 50000 --fault-rate 0.05
+
+# checkov in a venv of its own (it pins urllib3 1.x), on the template and its translation.
+.venv-checkov/.installed:
+	$(PYTHON) -m venv .venv-checkov && .venv-checkov/bin/pip install -q 'checkov==3.3.30' && touch $@
+
+checkov: $(VENV)/.dev .venv-checkov/.installed
+	.venv-checkov/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
+	mkdir -p build && $(BIN)/python -c "import json,pathlib; from jobkit.local.cloudformation import load_template, translate; pathlib.Path('build/template.translated.json').write_text(json.dumps(translate(load_template(pathlib.Path('template.yaml')), parameters={'Prefix': 'jobkit'})))"
+	.venv-checkov/bin/checkov -f build/template.translated.json --framework cloudformation --compact --quiet --skip-download
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -1,13 +1,24 @@
 """Fault injection at the botocore level, on real moto calls.
 
 The faults sit where AWS's would: in the request/response path of a boto3
-client, not in jobkit's code.
+client, not in jobkit's code. A fault short-circuits the call before it
+reaches moto, so botocore's own retries never see it: each injected fault is
+one call that failed *after* the SDK's retries, as jobkit's code sees it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Iterable
 from typing import Any
+
+#: Error shapes AWS returns for throttling and server faults: (code, HTTP status).
+SQS_THROTTLE = ("RequestThrottled", 400)
+SQS_SERVER_ERROR = ("InternalError", 500)
+SQS_UNAVAILABLE = ("ServiceUnavailable", 503)
+DYNAMODB_THROTTLE = ("ThrottlingException", 400)
+DYNAMODB_CAPACITY = ("ProvisionedThroughputExceededException", 400)
+DYNAMODB_SERVER_ERROR = ("InternalServerError", 500)
 
 
 class _FakeHttpResponse:
@@ -15,6 +26,13 @@ class _FakeHttpResponse:
         self.status_code = status_code
         self.headers: dict[str, str] = {}
         self.content = b""
+
+
+def _error(code: str, status: int, message: str = "injected fault") -> tuple[_FakeHttpResponse, dict[str, Any]]:
+    return _FakeHttpResponse(status), {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }
 
 
 class FailBatchEntries:
@@ -37,10 +55,19 @@ class FailBatchEntries:
     ) -> None:
         self._match, self._code, self._sender_fault, self.remaining = match, code, sender_fault, times
         self.failed_entries = 0
-        events = client.meta.events
-        events.register("provide-client-params.sqs.SendMessageBatch", self._take_out)
-        events.register("before-call.sqs.SendMessageBatch", self._short_circuit_if_empty)
-        events.register("after-call.sqs.SendMessageBatch", self._report)
+        self._events = client.meta.events
+        self._handlers: list[tuple[str, Callable[..., Any]]] = [
+            ("provide-client-params.sqs.SendMessageBatch", self._take_out),
+            ("before-call.sqs.SendMessageBatch", self._short_circuit_if_empty),
+            ("after-call.sqs.SendMessageBatch", self._report),
+        ]
+        for event, handler in self._handlers:
+            self._events.register(event, handler)
+
+    def remove(self) -> None:
+        """Stop injecting: unregister from the client."""
+        for event, handler in self._handlers:
+            self._events.unregister(event, handler)
 
     def _take_out(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         if self.remaining <= 0:
@@ -75,8 +102,14 @@ class FailCalls:
     """Makes an operation fail with an AWS error before it reaches moto.
 
     Args:
-        operation: e.g. ``"sqs.SendMessageBatch"`` or ``"dynamodb.PutItem"``.
-        times: how many calls fail; then calls pass.
+        operation: e.g. ``"sqs.SendMessageBatch"``, ``"dynamodb.PutItem"`` or ``"dynamodb.*"``.
+        times: how many calls fail at most; then calls pass. Set :attr:`remaining`
+            again to start another outage.
+        rate: if given, each call (while ``times`` lasts) fails with this probability.
+        rng: the randomness for ``rate`` (seed it for repeatable runs).
+        match: if given, only calls whose API params it accepts may fail (e.g. a
+            SendMessage to a DLQ: ``lambda p: p["QueueUrl"].endswith("-dlq")``).
+        codes: several (code, status) pairs to pick from at random, instead of one.
     """
 
     def __init__(
@@ -87,18 +120,134 @@ class FailCalls:
         code: str = "ThrottlingException",
         status: int = 400,
         times: int = 1_000_000,
+        rate: float | None = None,
+        rng: random.Random | None = None,
+        match: Callable[[dict[str, Any]], bool] | None = None,
+        codes: Iterable[tuple[str, int]] = (),
     ) -> None:
-        self._code, self._status, self.remaining = code, status, times
+        self._codes = list(codes) or [(code, status)]
+        self.remaining = times
+        self.rate = rate
+        self._rng = rng or random.Random(0)
+        self._match = match
         self.failed_calls = 0
-        client.meta.events.register(f"before-call.{operation}", self._fail)
+        self._events = client.meta.events
+        self._handlers: list[tuple[str, Callable[..., Any]]] = [(f"before-call.{operation}", self._fail)]
+        if match is not None:
+            self._handlers.append((f"provide-client-params.{operation}", self._check_match))
+        for event, handler in self._handlers:
+            self._events.register(event, handler)
 
-    def _fail(self, **_: Any) -> Any:
+    def _check_match(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        assert self._match is not None
+        context[f"faults.match.{id(self)}"] = self._match(params)
+
+    def _fail(self, context: dict[str, Any] | None = None, **_: Any) -> Any:
         if self.remaining <= 0:
+            return None
+        if self._match is not None and not (context or {}).get(f"faults.match.{id(self)}"):
+            return None
+        if self.rate is not None and self._rng.random() >= self.rate:
             return None
         self.remaining -= 1
         self.failed_calls += 1
-        error = {
-            "Error": {"Code": self._code, "Message": "injected fault"},
-            "ResponseMetadata": {"HTTPStatusCode": self._status},
+        return _error(*self._rng.choice(self._codes))
+
+    def remove(self) -> None:
+        """Stop injecting: unregister from the client."""
+        for event, handler in self._handlers:
+            self._events.unregister(event, handler)
+
+
+class EnforceSqsSizeLimit:
+    """AWS's message-size rule, which moto lacks: SQS counts a message's body
+    *and* its attributes (name, data type, value) against 1 MiB; moto counts
+    the body's characters only. A SendMessage over the limit fails with
+    AWS's error; a SendMessageBatch over it, per entry or in total, fails whole."""
+
+    LIMIT = 1_048_576
+
+    def __init__(self, client: Any) -> None:
+        self.rejected = 0
+        events = client.meta.events
+        events.register("provide-client-params.sqs.SendMessage", self._check_one)
+        events.register("provide-client-params.sqs.SendMessageBatch", self._check_batch)
+        events.register("before-call.sqs.SendMessage", self._reject)
+        events.register("before-call.sqs.SendMessageBatch", self._reject)
+
+    @classmethod
+    def size(cls, entry: dict[str, Any]) -> int:
+        from jobkit.sqs import message_size
+
+        return message_size(entry["MessageBody"], entry.get("MessageAttributes") or {})
+
+    def _check_one(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        size = self.size(params)
+        if size > self.LIMIT:
+            context["faults.too_long"] = ("InvalidParameterValue", f"Message must be shorter than {self.LIMIT} bytes.")
+
+    def _check_batch(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        total = sum(self.size(e) for e in params["Entries"])
+        if total > self.LIMIT:
+            context["faults.too_long"] = ("BatchRequestTooLong", f"Batch requests cannot be longer than {self.LIMIT}")
+
+    def _reject(self, context: dict[str, Any] | None = None, **_: Any) -> Any:
+        problem = (context or {}).get("faults.too_long")
+        if problem is None:
+            return None
+        self.rejected += 1
+        return _error(problem[0], 400, problem[1])
+
+
+class FaultSet:
+    """Throttles and server errors on every SQS and DynamoDB operation of two
+    clients, each call failing with probability ``rate``: the soak's weather.
+
+    ``sqs_operations`` limits the SQS operations; by default every operation
+    the push SDK, the runner and the (emulated) Lambda poller call.
+    """
+
+    SQS_OPERATIONS = (
+        "SendMessageBatch",
+        "SendMessage",
+        "ChangeMessageVisibility",
+        "DeleteMessage",
+        "ReceiveMessage",
+        "DeleteMessageBatch",
+    )
+
+    def __init__(
+        self,
+        sqs: Any,
+        dynamodb: Any,
+        *,
+        rate: float,
+        seed: int = 0,
+        sqs_operations: Iterable[str] = SQS_OPERATIONS,
+    ) -> None:
+        rng = random.Random(seed)
+        self.faults: dict[str, FailCalls] = {
+            f"sqs.{op}": FailCalls(
+                sqs, f"sqs.{op}", rate=rate, rng=rng, codes=[SQS_THROTTLE, SQS_SERVER_ERROR, SQS_UNAVAILABLE]
+            )
+            for op in sqs_operations
         }
-        return _FakeHttpResponse(self._status), error
+        self.faults["dynamodb.*"] = FailCalls(
+            dynamodb,
+            "dynamodb.*",
+            rate=rate,
+            rng=rng,
+            codes=[DYNAMODB_THROTTLE, DYNAMODB_CAPACITY, DYNAMODB_SERVER_ERROR],
+        )
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {name: fault.failed_calls for name, fault in self.faults.items()}
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def stop(self) -> None:
+        for fault in self.faults.values():
+            fault.remaining = 0

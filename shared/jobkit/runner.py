@@ -35,7 +35,7 @@ from jobkit.job import Job, JobContext
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.registry import JobRegistry
 from jobkit.spec import JobSpecification
-from jobkit.sqs import MAX_DELAY_S, TYPE_ATTRIBUTE, DeadLetterReason
+from jobkit.sqs import MAX_DELAY_S, MAX_MESSAGE_BYTES, TYPE_ATTRIBUTE, DeadLetterReason
 from jobkit.status import NO_STATUS, RecordingStatusTracker, StatusTracker
 
 if TYPE_CHECKING:
@@ -163,6 +163,7 @@ class Runner:
     def _handle(self, record: Mapping[str, Any], context: LambdaContext | None) -> RecordResult:
         receive_count = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
         try:
+            _check_size(record["body"])
             spec = JobSpecification.from_message(record["body"])
             job_type = self.declaration.job_type(spec.type)
             job_class = self._registry.resolve(spec.type)
@@ -176,15 +177,14 @@ class Runner:
         now = self._clock.now()
         if spec.release_at is not None and spec.release_at > now:
             return self._hop(delivery, spec.release_at - now)
-        if delivery.attempt > job_type.max_attempts:
-            # The last allowed attempt never reported back (a timeout or a crash).
-            error = JobFailed(f"attempt {delivery.attempt - 1} did not finish (timed out or crashed)")
-            return self._dead_letter_after_failure(delivery, "attempts_exhausted", error, {})
         try:
             job = job_class(spec, self._job_context(delivery, context))
         except Exception as exc:  # the job's own constructor failed: a failed attempt
             return self._fail(delivery, exc, permanent=isinstance(exc, NonRetryableError), fields={})
-        admission = self._admit(job, delivery, context)
+        try:
+            admission = self._admit(job, delivery, context)
+        except SpecError as exc:  # params that parsed but cannot be hashed (nested too deeply to serialise)
+            return self._poison(record, exc, receive_count)
         if admission.verdict is Verdict.DEFER:
             return self._defer(delivery, admission)
         if admission.verdict is not Verdict.RUN:
@@ -192,7 +192,20 @@ class Runner:
                 delivery.status.skipped(self._clock.now(), f"{admission.verdict}: {admission.reason}")
             log.info("job skipped (%s): %s", admission.verdict, admission.reason, extra=delivery.keys)
             return delivery.result(_SKIPPED[admission.verdict], dedup_unavailable=admission.unavailable)
+        if delivery.attempt > job_type.max_attempts:
+            return self._exhausted_unreported(delivery, admission)
         return self._run(job, delivery, admission)
+
+    def _exhausted_unreported(self, delivery: _Delivery, admission: Admission) -> RecordResult:
+        """The last allowed attempt never reported back: a timeout, a crash, or a
+        lost delete after it succeeded. Admission came first, so a ``deliver_once``
+        job that already ran, a duplicate, or a superseded leaf was acknowledged as
+        such above; anything else is dead-lettered, and the claims just taken are
+        released so twins run."""
+        if self._dedup is not None:
+            self._dedup.finish(admission, succeeded=False, started_at=self._clock.now())
+        error = JobFailed(f"attempt {delivery.attempt - 1} did not finish (timed out or crashed)")
+        return self._dead_letter_after_failure(delivery, "attempts_exhausted", error, {})
 
     def _job_context(self, delivery: _Delivery, context: LambdaContext | None) -> JobContext:
         factory, domain = self._group_factory, delivery.spec.domain
@@ -333,7 +346,10 @@ class Runner:
         return delivery.result(outcome, error=_describe(error), **fields)
 
     def _poison(self, record: Mapping[str, Any], error: Exception, receive_count: int) -> RecordResult:
-        job_type = _attribute(record, TYPE_ATTRIBUTE) or UNKNOWN_TYPE
+        # The attribute is the sender's word: only a declared type may become a
+        # metric dimension and a log key, not any string a message carries.
+        claimed_type = _attribute(record, TYPE_ATTRIBUTE)
+        job_type = claimed_type if claimed_type is not None and claimed_type in self.declaration.types else UNKNOWN_TYPE
         message_id = record.get("messageId")
         log.error(
             "poison message %s dead-lettered: %s",
@@ -379,6 +395,15 @@ class Runner:
             return delivery.result(Outcome.RETRIED, error=_describe(exc))
         log.info("re-enqueued for %ss: %s", delay_s, why, extra=delivery.keys)
         return delivery.result(outcome)
+
+
+def _check_size(body: Any) -> None:
+    """SQS never delivers more than 1 MiB; a bigger body came some other way
+    (a hand-made event) and is poison, not a job to run."""
+    if isinstance(body, str) and len(body) > MAX_MESSAGE_BYTES // 4:
+        size = len(body.encode("utf-8", "surrogatepass"))
+        if size > MAX_MESSAGE_BYTES:
+            raise SpecError(f"message body is {size} bytes, over the SQS limit of {MAX_MESSAGE_BYTES}")
 
 
 def _is_permanent(job: Job, error: BaseException) -> bool:

@@ -37,6 +37,11 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 SIGNATURE_PATTERN = re.compile(r"^[0-9a-f]{40}$")
 MAX_DOMAIN_LENGTH = 255
 
+#: A lone UTF-16 surrogate can only reach a body as a ``\ud800``-style JSON escape
+#: (SQS carries valid Unicode only) or, in a hand-built event, as the raw code
+#: point. This finds bodies that may hold one, so only those get the full check.
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+
 _FIELDS = {
     "v",
     "id",
@@ -154,10 +159,10 @@ class JobSpecification:
     def dedup_hash(self, ignore_params: Iterable[str] = ()) -> str:
         """SHA-1 hex of the canonical JSON of :meth:`deduplication_info`."""
         try:
-            text = canonical_json(self.deduplication_info(ignore_params))
-        except (TypeError, ValueError) as exc:
+            data = canonical_json(self.deduplication_info(ignore_params)).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
             raise SpecError(f"{self.type} {self.id}: params are not JSON-serialisable: {exc}") from exc
-        return hashlib.sha1(text.encode("utf-8")).hexdigest()
+        return hashlib.sha1(data).hexdigest()
 
     def root_job_params(self) -> dict[str, Any]:
         """The rootJobSignature and rootJobTimestamp params, if any (for leaf jobs to carry)."""
@@ -226,23 +231,47 @@ class JobSpecification:
         return data
 
     def to_message(self) -> str:
-        """The SQS message body (compact JSON)."""
+        """The SQS message body (compact JSON).
+
+        Raises:
+            SpecError: naming the job, if the params are not JSON-serialisable, nest
+                too deeply to serialise, or hold text that is not valid Unicode (a lone
+                surrogate, which neither SQS nor UTF-8 can carry).
+        """
         try:
-            return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            body = json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except RecursionError as exc:
+            raise SpecError(f"{self.type} {self.id}: params nest too deeply to serialise") from exc
         except (TypeError, ValueError) as exc:
             raise SpecError(f"{self.type} {self.id}: params are not JSON-serialisable: {exc}") from exc
+        if _MAYBE_SURROGATE.search(body):
+            try:
+                body.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise SpecError(
+                    f"{self.type} {self.id}: params hold a lone UTF-16 surrogate at character {exc.start}:"
+                    " not valid Unicode text, which SQS cannot carry"
+                ) from exc
+        return body
 
     @classmethod
     def from_message(cls, body: str | bytes) -> JobSpecification:
         """Parse and validate a message body.
 
         Raises:
-            SpecError: the body is not JSON, has another wire version, or breaks the schema.
+            SpecError: the body is not JSON (NaN and Infinity are not JSON either),
+                nests too deeply to parse, holds a lone UTF-16 surrogate, has another
+                wire version, or breaks the schema.
         """
         try:
-            data = json.loads(body)
+            data = json.loads(body, parse_constant=_reject_constant)
+        except RecursionError as exc:  # e.g. 10,000 nested arrays: json's C parser recurses
+            raise SpecError("message body nests too deeply to parse") from exc
         except (ValueError, UnicodeDecodeError) as exc:
-            raise SpecError(f"message body is not valid JSON: {exc}") from exc
+            raise SpecError(f"message body is not valid JSON: {str(exc)[:200]}") from exc
+        text = body if isinstance(body, str) else body.decode("utf-8", "ignore")
+        if _MAYBE_SURROGATE.search(text):
+            _check_unicode(data)
         return cls.from_dict(data)
 
     @classmethod
@@ -274,6 +303,30 @@ class JobSpecification:
         return f"JobSpecification({self.type!r}, id={self.id!r}, domain={self.domain!r})"
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _check_unicode(data: Any) -> None:
+    """Reject decoded text with a lone surrogate (from a ``\\ud800`` escape): it
+    cannot be hashed, stored in DynamoDB or sent to SQS again."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except RecursionError as exc:
+        raise SpecError("message body nests too deeply to parse") from exc
+    except UnicodeEncodeError as exc:
+        raise SpecError(
+            "message body holds a lone UTF-16 surrogate (a \\ud800-style escape without its pair):"
+            " not valid Unicode text"
+        ) from exc
+
+
+def _short(value: Any, limit: int = 100) -> str:
+    """A bounded repr for error messages: a bad field may hold a megabyte."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -291,16 +344,16 @@ def _epoch(value: float | datetime) -> float:
 def _validate_wire(data: Any) -> None:
     """Check a decoded body against the v1 schema (docs/job-spec.schema.json)."""
     if not isinstance(data, dict):
-        raise SpecError("message body must be a JSON object")
+        raise SpecError(f"message body must be a JSON object, got {type(data).__name__}")
     version = data.get("v")
     if version != WIRE_VERSION or isinstance(version, bool):
-        raise SpecError(f"unsupported wire version {version!r} (this runner reads v{WIRE_VERSION})")
+        raise SpecError(f"unsupported wire version {_short(version)} (this runner reads v{WIRE_VERSION})")
     missing = [name for name in _REQUIRED if name not in data]
     if missing:
         raise SpecError(f"message is missing required field(s): {', '.join(missing)}")
     unknown = sorted(set(data) - _FIELDS)
     if unknown:
-        raise SpecError(f"message has unknown field(s): {', '.join(unknown)}")
+        raise SpecError(f"message has unknown field(s): {', '.join(unknown)[:200]}")
     checks: list[tuple[str, bool, str]] = [
         ("id", isinstance(data["id"], str) and bool(ID_PATTERN.match(data["id"])), ID_PATTERN.pattern),
         ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.match(data["type"])), "a job type name"),
@@ -330,17 +383,20 @@ def _validate_wire(data: Any) -> None:
     ]
     for field, ok, expected in checks:
         if not ok:
-            raise SpecError(f"field {field!r} must be {expected}, got {data.get(field)!r}")
+            value = data.get(field)
+            # Params are only ever logged at DEBUG: name the type of a bad one, never its content.
+            got = type(value).__name__ if field == "params" else _short(value)
+            raise SpecError(f"field {field!r} must be {expected}, got {got}")
     _validate_root_params(data["params"])
 
 
 def _validate_root_params(params: dict[str, Any]) -> None:
     signature = params.get("rootJobSignature")
     if signature is not None and not (isinstance(signature, str) and SIGNATURE_PATTERN.match(signature)):
-        raise SpecError(f"params.rootJobSignature must be 40 lowercase hex digits, got {signature!r}")
+        raise SpecError(f"params.rootJobSignature must be 40 lowercase hex digits, got {_short(signature)}")
     timestamp = params.get("rootJobTimestamp")
     if timestamp is not None and not (_is_number(timestamp) and timestamp >= 0):
-        raise SpecError(f"params.rootJobTimestamp must be epoch seconds, got {timestamp!r}")
+        raise SpecError(f"params.rootJobTimestamp must be epoch seconds, got {_short(timestamp)}")
     is_self = params.get("rootJobIsSelf")
     if is_self is not None and not isinstance(is_self, bool):
-        raise SpecError(f"params.rootJobIsSelf must be a boolean, got {is_self!r}")
+        raise SpecError(f"params.rootJobIsSelf must be a boolean, got {_short(is_self)}")

@@ -148,11 +148,13 @@ class SqsQueues:
         """Copy the message to its queue's DLQ with the reason attached, then
         delete the original. If the copy fails, the original is left alone."""
         source = queue_name_from_arn(record["eventSourceARN"])
-        attributes = sendable_attributes(record.get("messageAttributes") or {})
-        kept = dict(list(attributes.items())[: 10 - 6])  # SQS allows 10 attributes; 6 are ours
-        kept.update(reason.attributes(source, now))
+        body, attributes = dead_letter_copy(
+            record["body"],
+            reason.attributes(source, now),
+            sendable_attributes(record.get("messageAttributes") or {}),
+        )
         self._client.send_message(
-            QueueUrl=self._directory.dlq_url_for(source), MessageBody=record["body"], MessageAttributes=kept
+            QueueUrl=self._directory.dlq_url_for(source), MessageBody=body, MessageAttributes=attributes
         )
         self.delete(record)
 
@@ -169,6 +171,59 @@ class SqsQueues:
             DelaySeconds=max(0, min(MAX_DELAY_S, int(delay_s))),
             MessageAttributes=sendable_attributes(record.get("messageAttributes") or {}),
         )
+
+
+def dead_letter_copy(
+    body: str, reason: Mapping[str, dict[str, str]], kept: Mapping[str, dict[str, Any]]
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """The body and attributes of a DLQ copy, within SQS's limits (1 MiB for the
+    body and attributes together, 10 attributes).
+
+    The reason comes first, then the error text (shortened to what fits), then
+    the message's own attributes while they fit. A body that SQS delivered is
+    at most 1 MiB with its own attributes, so a copy near the limit may lose
+    some of them, never its body: the failure records keep the full error. Only
+    a body over 1 MiB, which SQS cannot have delivered (a hand-made event), is
+    cut so the copy can be sent at all, and the error says so.
+    """
+    error = reason.get("jobkit.error", {}).get("StringValue", "-")
+    firsts = {name: value for name, value in reason.items() if name != "jobkit.error"}
+    body_bytes = len(body.encode("utf-8", "surrogatepass"))
+    room = MAX_MESSAGE_BYTES - message_size("", firsts)
+    if body_bytes > room - 200:
+        if body_bytes > MAX_MESSAGE_BYTES:  # cannot have come from SQS: keep what fits
+            body = _utf8_prefix(body, room - 1224)
+            error = f"{error[:900]} (the DLQ copy keeps the first {len(body)} characters of a {body_bytes}-byte body)"
+            body_bytes = len(body.encode("utf-8", "surrogatepass"))
+        else:
+            firsts = _fitting(firsts, MAX_MESSAGE_BYTES - body_bytes)
+    attributes: dict[str, dict[str, Any]] = dict(firsts)
+    left = MAX_MESSAGE_BYTES - body_bytes - message_size("", attributes)
+    error_room = left - len("jobkit.error") - len("String")
+    if error_room > 0:
+        attributes["jobkit.error"] = string_attribute(_utf8_prefix(error, min(error_room, 4096)) or "-")
+    for name, value in list(kept.items())[: 10 - len(attributes)]:
+        if message_size(body, {**attributes, name: value}) <= MAX_MESSAGE_BYTES:
+            attributes[name] = value
+    return body, attributes
+
+
+def _fitting(attributes: Mapping[str, dict[str, str]], room: int) -> dict[str, dict[str, str]]:
+    """The leading attributes that fit in ``room`` bytes."""
+    kept: dict[str, dict[str, str]] = {}
+    for name, value in attributes.items():
+        if message_size("", {**kept, name: value}) > room:
+            break
+        kept[name] = value
+    return kept
+
+
+def _utf8_prefix(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` that is at most ``max_bytes`` in UTF-8."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[: max(0, max_bytes)].decode("utf-8", "ignore")
 
 
 def sendable_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,10 @@ It does what the AWS poller does for a function with ReportBatchItemFailures:
 - delete the messages that succeeded; leave the reported failures to reappear
   when their visibility timeout ends;
 - treat a handler exception, or a response naming an unknown or empty
-  ``itemIdentifier``, as a failure of the whole batch (AWS does the same).
+  ``itemIdentifier``, as a failure of the whole batch (AWS does the same);
+- survive SQS errors as the poller does: a failed ReceiveMessage is tried
+  again (the poller never stops polling), and a failed delete leaves the
+  messages to reappear after their visibility timeout (at-least-once).
 
 Redrive to the DLQ at ``maxReceiveCount`` is SQS's job, and moto does it.
 """
@@ -24,6 +27,9 @@ from jobkit.local.lambda_context import FakeLambdaContext
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], Any]
+
+#: Failed ReceiveMessage calls retried in one poll before it gives up for this round.
+MAX_RECEIVE_RETRIES = 5
 
 
 class EventSourceMapping:
@@ -54,12 +60,20 @@ class EventSourceMapping:
         self._clock = clock or SystemClock()
         self._region = region
         self.invocations = 0
+        self.receive_errors = 0  # failed ReceiveMessage calls (retried)
+        self.delete_errors = 0  # messages whose delete failed (they are delivered again)
 
     def poll(self) -> int:
         """Receive one batch and invoke the handler with it. Returns the batch size (0 if empty)."""
         messages = self._receive()
         if not messages:
             return 0
+        return self.deliver(messages)
+
+    def deliver(self, messages: list[dict[str, Any]]) -> int:
+        """Invoke the handler with messages already received (ReceiveMessage shape),
+        then delete the ones it did not report as failed. Calling it twice with
+        the same messages is SQS delivering them twice. Returns the batch size."""
         event = sqs_event(messages, self.queue_arn, self._region)
         context = FakeLambdaContext(
             function_name=self._function_name,
@@ -83,14 +97,23 @@ class EventSourceMapping:
 
     def _receive(self) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
+        failures = 0
         while len(messages) < self.batch_size:
-            response = self._sqs.receive_message(
-                QueueUrl=self.queue_url,
-                MaxNumberOfMessages=min(10, self.batch_size - len(messages)),
-                MessageSystemAttributeNames=["All"],
-                MessageAttributeNames=["All"],
-                WaitTimeSeconds=0,
-            )
+            try:
+                response = self._sqs.receive_message(
+                    QueueUrl=self.queue_url,
+                    MaxNumberOfMessages=min(10, self.batch_size - len(messages)),
+                    MessageSystemAttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                    WaitTimeSeconds=0,
+                )
+            except Exception:  # botocore's ClientError or BotoCoreError: poll again
+                failures += 1
+                self.receive_errors += 1
+                log.warning("ReceiveMessage failed (%d in a row)", failures, exc_info=True)
+                if failures > MAX_RECEIVE_RETRIES:
+                    break
+                continue
             received = response.get("Messages", [])
             if not received:
                 break
@@ -116,10 +139,21 @@ class EventSourceMapping:
     def _delete(self, messages: list[dict[str, Any]]) -> None:
         for start in range(0, len(messages), 10):
             chunk = messages[start : start + 10]
-            self._sqs.delete_message_batch(
-                QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
-            )
+            try:
+                response = self._sqs.delete_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
+                )
+            except Exception:  # the messages reappear after their visibility timeout: at-least-once
+                self.delete_errors += len(chunk)
+                log.warning(
+                    "DeleteMessageBatch failed: %d message(s) will be delivered again", len(chunk), exc_info=True
+                )
+                continue
+            failed = response.get("Failed", [])
+            if failed:
+                self.delete_errors += len(failed)
+                log.warning("DeleteMessageBatch: %d message(s) not deleted will be delivered again", len(failed))
 
 
 def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str = "us-east-1") -> dict[str, Any]:

@@ -1,0 +1,319 @@
+"""Security: least privilege in the deployed template (managed policies
+included), justified checkov exceptions, job classes resolved only from the
+declaration, and params kept out of logs and dead-letter reasons."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobkit import JobSpecification
+from jobkit.clock import VirtualClock
+from jobkit.config import Declaration
+from jobkit.local import LocalStack
+from jobkit.local.cloudformation import load_template, translate
+from jobkit.local.esm import sqs_event
+from jobkit.outcome import Outcome
+from jobkit.registry import JobRegistry
+from jobkit.template import CHECKOV_SKIPS, build
+
+from conftest import ROOT, START
+
+TEMPLATE = ROOT / "template.yaml"
+BASIC_EXECUTION_ROLE = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+SECRET = "s3cr3t-param-value"
+
+
+@pytest.fixture(scope="module")
+def translated() -> dict[str, Any]:
+    return translate(load_template(TEMPLATE), parameters={"Prefix": "jobkit"})
+
+
+def roles(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: r for name, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# -- IAM ------------------------------------------------------------------------------------------
+
+
+def test_runner_roles_have_no_managed_policy_beyond_writing_their_logs(translated: dict[str, Any]) -> None:
+    # SAM attaches AWSLambdaSQSQueueExecutionRole to a function with an SQS event:
+    # ReceiveMessage and DeleteMessage on "*", i.e. any queue in the account.
+    # The template declares its event source mappings itself to avoid it.
+    assert roles(translated)
+    for name, role in roles(translated).items():
+        assert role["Properties"].get("ManagedPolicyArns", []) == [BASIC_EXECUTION_ROLE], name
+
+
+def test_no_role_may_pass_roles_or_use_wildcard_actions(translated: dict[str, Any]) -> None:
+    for name, role in roles(translated).items():
+        for policy in role["Properties"].get("Policies", []):
+            for statement in policy["PolicyDocument"]["Statement"]:
+                assert statement["Effect"] == "Allow", (name, statement)
+                for action in as_list(statement["Action"]):
+                    service, _, operation = action.partition(":")
+                    assert service not in {"iam", "sts", "kms", "lambda"}, (name, action)
+                    assert "*" not in action, (name, action)
+                    assert operation, (name, action)
+                assert "*" not in as_list(statement["Resource"]), (name, statement)
+
+
+def test_only_lambda_may_assume_the_runner_roles(translated: dict[str, Any]) -> None:
+    for name, role in roles(translated).items():
+        [statement] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": ["lambda.amazonaws.com"]}, name
+        assert as_list(statement["Action"]) == ["sts:AssumeRole"], name
+
+
+def test_dynamodb_is_limited_to_the_jobs_table_and_the_calls_the_runner_makes(translated: dict[str, Any]) -> None:
+    table = {"Fn::GetAtt": ["JobsTable", "Arn"]}
+    for name, role in roles(translated).items():
+        for policy in role["Properties"].get("Policies", []):
+            for statement in policy["PolicyDocument"]["Statement"]:
+                dynamodb = {a for a in as_list(statement["Action"]) if a.startswith("dynamodb:")}
+                if dynamodb:
+                    assert as_list(statement["Resource"]) == [table], name
+                    # no Scan, no table management, no batch or transactional writes
+                    assert dynamodb <= {
+                        "dynamodb:UpdateItem",
+                        "dynamodb:PutItem",
+                        "dynamodb:DeleteItem",
+                        "dynamodb:Query",
+                    }
+
+
+def test_every_event_source_mapping_reads_its_own_runners_queue(translated: dict[str, Any]) -> None:
+    mappings = [
+        r["Properties"] for r in translated["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
+    ]
+    assert mappings
+    for mapping in mappings:
+        runner = mapping["FunctionName"]["Ref"]
+        assert mapping["EventSourceArn"] == {"Fn::GetAtt": [runner.removesuffix("Runner") + "Queue", "Arn"]}
+
+
+# -- checkov ----------------------------------------------------------------------------------------
+
+
+def test_every_checkov_exception_is_justified_where_it_applies(example_declaration: Declaration) -> None:
+    # `checkov -f template.yaml --framework cloudformation` reports these as skipped;
+    # each skip carries its reason, and applies only to the kind of resource it is about.
+    applies_to = {
+        "CKV_AWS_27": "AWS::SQS::Queue",
+        "CKV_AWS_119": "AWS::DynamoDB::Table",
+        "CKV_AWS_116": "AWS::Serverless::Function",
+        "CKV_AWS_117": "AWS::Serverless::Function",
+        "CKV_AWS_115": "AWS::Serverless::Function",
+        "CKV_AWS_173": "AWS::Serverless::Function",
+    }
+    assert set(CHECKOV_SKIPS) == set(applies_to)
+    skipped = set()
+    for name, resource in build(example_declaration)["Resources"].items():
+        for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", []):
+            assert applies_to[skip["id"]] == resource["Type"], (name, skip["id"])
+            assert len(skip["comment"]) > 40, (name, skip)
+            skipped.add(skip["id"])
+    assert skipped == set(applies_to)
+
+
+# -- class resolution --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def canary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An importable module that records being imported."""
+    (tmp_path / "jobkitcanary.py").write_text("import builtins\nbuiltins.jobkit_canary_imported = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "jobkitcanary"
+    sys.modules.pop("jobkitcanary", None)
+    import builtins
+
+    if hasattr(builtins, "jobkit_canary_imported"):
+        delattr(builtins, "jobkit_canary_imported")
+
+
+def body(job_type: Any, **extra: Any) -> str:
+    return json.dumps({"v": 1, "id": "hostile-1", "type": job_type, "params": {}, "enqueuedAt": START, **extra})
+
+
+def test_message_content_never_chooses_what_is_imported(
+    stack: LocalStack, canary: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given messages whose type names an importable module, a module path, or the
+    # class path of a declared type, and one that names a class in an extra field
+    hostile = [
+        body(canary),
+        body("os"),
+        body("subprocess"),
+        body("testjobs"),
+        body("os:system"),
+        body("os.path"),
+        body("testjobs:NoopJob"),
+        body("jobtypes.refresh_links:RefreshLinksJob"),
+        body("__import__"),
+        body("noop", **{"class": f"{canary}:Job"}),
+        body({"module": canary}),
+    ]
+    loaded: list[str] = []
+    real_load = JobRegistry._load
+    monkeypatch.setattr(JobRegistry, "_load", staticmethod(lambda path: loaded.append(path) or real_load(path)))
+    url = stack.queue_urls["test-noop"]
+    for text in hostile:
+        stack.sqs.send_message(QueueUrl=url, MessageBody=text)
+    stack.queue_group().push(JobSpecification("noop"))
+    # When the runner gets them
+    stack.drain()
+    # Then each is dead-lettered as poison, and the only module imported is the declared one
+    outcomes = [r.outcome for r in stack.results.results]
+    assert outcomes.count(Outcome.POISONED) == len(hostile) and outcomes.count(Outcome.SUCCEEDED) == 1
+    assert loaded == ["testjobs:NoopJob"]  # noop's declared class
+    import builtins
+
+    assert not hasattr(builtins, "jobkit_canary_imported") and canary not in sys.modules
+    reasons = [m["MessageAttributes"]["jobkit.errorClass"]["StringValue"] for m in stack.dead_letters("noop")]
+    assert sorted(set(reasons)) == ["SpecError", "UnknownJobType"]
+
+
+def test_a_declared_type_runs_only_its_declared_class(stack: LocalStack, canary: str) -> None:
+    # A poison message's JobType attribute is the sender's word: it may not become a
+    # metric dimension or log key unless it names a declared type.
+    url = stack.queue_urls["test-noop"]
+    stack.sqs.send_message(
+        QueueUrl=url,
+        MessageBody=body(canary),
+        MessageAttributes={"JobType": {"DataType": "String", "StringValue": "x" * 5000}},
+    )
+    stack.drain()
+    [result] = stack.results.results
+    assert (result.outcome, result.job_type) == (Outcome.POISONED, "unknown")
+
+
+# -- params stay out of logs and reasons ----------------------------------------------------------------
+
+
+def test_params_never_reach_logs_or_dead_letter_reasons_above_debug(
+    stack: LocalStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    group = stack.queue_group("enwiki")
+    group.push(
+        [
+            JobSpecification("noop", {"token": SECRET}),
+            JobSpecification("alwaysFails", {"token": SECRET}),
+            JobSpecification("permanent", {"token": SECRET}),
+            JobSpecification("dedup", {"token": SECRET}),
+            JobSpecification("dedup", {"token": SECRET}),
+        ]
+    )
+    url = stack.queue_urls["test-noop"]
+    # a poison message whose params field has the wrong type: its content is still params
+    stack.sqs.send_message(QueueUrl=url, MessageBody=body("noop").replace('"params": {}', f'"params": "{SECRET}"'))
+    with caplog.at_level(logging.INFO, logger="jobkit"):
+        stack.clock.advance(1)
+        stack.drain()
+    above_debug = [r for r in caplog.records if r.levelno > logging.DEBUG]
+    assert any(r.levelno >= logging.ERROR for r in above_debug)
+    for record in above_debug:
+        assert SECRET not in record.getMessage() and SECRET not in json.dumps(vars(record), default=str)
+    for queue in ("noop", "alwaysFails", "permanent"):
+        for dead in stack.dead_letters(queue):
+            reasons = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items() if k.startswith("jobkit.")}
+            assert reasons and SECRET not in json.dumps(reasons)
+
+
+def test_a_hand_made_event_cannot_crash_the_runner(stack: LocalStack) -> None:
+    # Direct invocation with a crafted event (lambda:InvokeFunction, not SQS): odd
+    # records end as poison or retries, never as an exception out of the handler.
+    good = JobSpecification("noop").stamped(START)
+    messages = [
+        {"MessageId": "m1", "ReceiptHandle": "r1", "Body": good.to_message(), "Attributes": {}},
+        {"MessageId": "m2", "ReceiptHandle": "r2", "Body": "\x00\x01", "Attributes": {}},
+        {"MessageId": "m3", "ReceiptHandle": "r3", "Body": "{}", "Attributes": {"ApproximateReceiveCount": "1"}},
+    ]
+    event = sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:test-noop")
+    event["Records"].append({"messageId": "m4"})  # no body, no receipt handle
+    response = stack.runners["noop"].handle(event, None)
+    assert {f["itemIdentifier"] for f in response["batchItemFailures"]} <= {"m2", "m3", "m4"}
+    assert "m1" not in {f["itemIdentifier"] for f in response["batchItemFailures"]}
+
+
+@pytest.fixture
+def template_stack(example_declaration: Declaration) -> Iterator[LocalStack]:
+    with LocalStack(example_declaration, clock=VirtualClock(START), template=TEMPLATE) as local:
+        yield local
+
+
+def test_the_template_stack_still_runs_jobs_without_sams_event_policy(template_stack: LocalStack) -> None:
+    # The event source mappings the template now declares itself are created, and wired
+    group = template_stack.queue_group("enwiki")
+    group.push(JobSpecification("refreshLinks", {"title": "A"}))
+    template_stack.drain()
+    assert template_stack.results.outcomes() == {Outcome.SUCCEEDED: 1}
+    lambda_ = template_stack.client("lambda")
+    mappings = lambda_.list_event_source_mappings()["EventSourceMappings"]
+    assert {m["EventSourceArn"].rsplit(":", 1)[-1] for m in mappings} == {
+        f"jobkit-{queue}" for queue in template_stack.declaration.queues
+    }
+
+
+def load_runner_app(monkeypatch: pytest.MonkeyPatch) -> Any:
+    import importlib.util
+
+    runner_dir = ROOT / "functions" / "runner"
+    monkeypatch.syspath_prepend(str(runner_dir))  # Lambda's task root
+    logging.Logger.manager.loggerDict.pop("jobkit-runner", None)  # a fresh container's logging
+    spec = importlib.util.spec_from_file_location("runner_app_security", runner_dir / "app.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def deployed_logging() -> Iterator[None]:
+    # The handler configures the "jobkit" logger as on Lambda (JSON to stdout); undo it after.
+    package_logger = logging.getLogger("jobkit")
+    saved = (list(package_logger.handlers), package_logger.level, package_logger.propagate)
+    yield
+    package_logger.handlers, package_logger.level, package_logger.propagate = saved
+    logging.Logger.manager.loggerDict.pop("jobkit-runner", None)
+
+
+def test_the_deployed_handlers_json_logs_carry_no_params_on_any_path(
+    example_declaration: Declaration,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    deployed_logging: None,
+) -> None:
+    from jobkit.config import declaration_to_dict
+    from jobkit.local import FakeLambdaContext
+
+    with LocalStack(example_declaration, clock=VirtualClock(START)) as local:
+        monkeypatch.setenv("JOBKIT_DECLARATION", json.dumps(declaration_to_dict(example_declaration)))
+        monkeypatch.setenv("JOBKIT_QUEUE_URLS", json.dumps(local.queue_urls))
+        url = local.queue_urls["jobkit-refreshLinks"]
+        group = local.queue_group("enwiki")
+        group.push(JobSpecification("refreshLinks", {"title": "Main Page", "token": SECRET}))  # succeeds
+        group.push(JobSpecification("refreshLinks", {"title": "Module:Broken", "token": SECRET}))  # fails, retried
+        bad_params = json.dumps({"v": 1, "id": "p-1", "type": "refreshLinks", "params": SECRET, "enqueuedAt": START})
+        local.sqs.send_message(QueueUrl=url, MessageBody=bad_params)  # poison, with params as text
+        messages = local.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"]
+        )["Messages"]
+        assert len(messages) == 3
+        app = load_runner_app(monkeypatch)
+        capsys.readouterr()
+        app.handler(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:jobkit-refreshLinks"), FakeLambdaContext())
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    logs = [line for line in lines if "message" in line]
+    assert {log["level"] for log in logs} >= {"INFO", "WARNING", "ERROR"}  # success, retry, poison
+    assert all(SECRET not in json.dumps(line) for line in lines)
