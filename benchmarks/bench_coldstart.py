@@ -44,6 +44,7 @@ def run(repeats: int = 15) -> dict[str, Any]:
         "AWS_SECRET_ACCESS_KEY": "testing",
         "JOBKIT_DECLARATION": json.dumps(declaration_to_dict(load_declaration(ROOT / "infra" / "jobs.toml"))),
         "JOBKIT_QUEUE_URLS": "{}",
+        "JOBKIT_QUEUE": "refreshLinks",
     }
     timings: dict[str, list[float]] = {"baseline": [], "handler": [], "handler_and_build": []}
     for _ in range(repeats):  # interleaved, so drift hits all three alike

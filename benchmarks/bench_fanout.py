@@ -37,31 +37,21 @@ def _run(leaves: int) -> dict[str, Any]:
     from jobkit import JobSpecification
     from jobkit.clock import VirtualClock
     from jobkit.config import parse_declaration
-    from jobkit.dedup import DedupStore
-    from jobkit.dedup_dynamodb import DynamoDBDedupBackend
     from jobkit.local.provision import provision_table
     from jobkit.outcome import Outcome
-    from jobkit.runner import Runner
     from jobkit.spec import new_root_job_params
-    from jobkit.sqs import QueueDirectory, SqsQueues
+    from jobkit.wiring import AwsClients, Wiring
 
     declaration = parse_declaration({"types": {"leaf": {"class": "bench_jobs:NoopJob"}}}, source="bench")
     clock = VirtualClock(1_800_000_000.0)
     dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
     provision_table(dynamodb, declaration)
-    backend = DynamoDBDedupBackend(dynamodb, declaration.table_name)
-    containers = [
-        Runner(
-            declaration,
-            queues=SqsQueues(sqs, QueueDirectory(sqs, declaration, {})),
-            dedup=DedupStore(backend, clock=clock),
-            clock=clock,
-        )
-        for _ in range(CONTAINERS)
-    ]
+    # Each container built as a runner Lambda builds itself, with a root cache of its own.
+    wiring = Wiring(declaration, clients=AwsClients(clients={"dynamodb": dynamodb, "sqs": sqs}), clock=clock)
+    containers = [wiring.runner("leaf") for _ in range(CONTAINERS)]
     key = "htmlCacheUpdate:templatelinks:Template:Infobox"
     old_root = new_root_job_params(key, clock.now())
-    DedupStore(backend, clock=clock).record_root(JobSpecification("leaf", old_root))
+    wiring.store().record_root(JobSpecification("leaf", old_root))
     old = [
         {"n": n, "rootJobSignature": old_root["rootJobSignature"], "rootJobTimestamp": old_root["rootJobTimestamp"]}
         for n in range(leaves)
@@ -76,9 +66,7 @@ def _run(leaves: int) -> dict[str, Any]:
         for number, start in enumerate(range(0, leaves, BATCH)):
             if newer_recorded_at is None and start >= leaves // 2:
                 clock.advance(1)
-                DedupStore(backend, clock=clock).record_root(
-                    JobSpecification("leaf", new_root_job_params(key, clock.now()))
-                )
+                wiring.store().record_root(JobSpecification("leaf", new_root_job_params(key, clock.now())))
                 newer_recorded_at = clock.now()
                 requests_before_newer = calls.total("dynamodb.")
             batch = old[start : start + BATCH]

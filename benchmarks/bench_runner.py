@@ -50,34 +50,29 @@ def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
     import boto3
 
     from jobkit import JobSpecification
-    from jobkit.dedup import DedupStore
-    from jobkit.dedup_dynamodb import DynamoDBDedupBackend
     from jobkit.local.provision import provision_table
-    from jobkit.runner import Runner
     from jobkit.spec import new_root_job_params
-    from jobkit.sqs import QueueDirectory, SqsQueues
+    from jobkit.wiring import AwsClients, Wiring
 
     declaration = _declaration()
     dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
     provision_table(dynamodb, declaration)
-    runner = Runner(
-        declaration,
-        queues=SqsQueues(sqs, QueueDirectory(sqs, declaration, {})),
-        dedup=DedupStore(DynamoDBDedupBackend(dynamodb, declaration.table_name)),
-    )
+    # Built as a runner Lambda builds itself: one runner per queue.
+    wiring = Wiring(declaration, clients=AwsClients(clients={"dynamodb": dynamodb, "sqs": sqs}))
+    runners = {queue: wiring.runner(queue) for queue in declaration.queues}
     root = new_root_job_params("bench:root", time.time() - 1)
     leaf_params = {k: v for k, v in root.items() if k != "rootJobIsSelf"}
     twins = [JobSpecification("dedup", {"page": n}).stamped(time.time() - 1) for n in range(jobs)]
     results = {
         "plain": _measure(
-            runner.handle, _events([JobSpecification("plain", {"n": n}) for n in range(jobs)]), jobs, calls
+            runners["plain"].handle, _events([JobSpecification("plain", {"n": n}) for n in range(jobs)]), jobs, calls
         ),
-        "remove_duplicates, runs": _measure(runner.handle, _events(twins), jobs, calls),
+        "remove_duplicates, runs": _measure(runners["dedup"].handle, _events(twins), jobs, calls),
         "remove_duplicates, duplicate": _measure(
-            runner.handle, _events([t.replace(id=f"twin-{t.id}") for t in twins]), jobs, calls
+            runners["dedup"].handle, _events([t.replace(id=f"twin-{t.id}") for t in twins]), jobs, calls
         ),
         "leaf": _measure(
-            runner.handle,
+            runners["leaf"].handle,
             _events([JobSpecification("leaf", {"n": n, **leaf_params}) for n in range(jobs)]),
             jobs,
             calls,

@@ -45,7 +45,11 @@ def log_bytes_per_job(jobs: int = 100) -> float:
 
     sys.path.insert(0, str(ROOT / "functions" / "runner"))
     declaration = load_declaration(ROOT / "infra" / "jobs.toml")
-    env = {"JOBKIT_DECLARATION": json.dumps(declaration_to_dict(declaration)), "JOBKIT_QUEUE_URLS": "{}"}
+    env = {
+        "JOBKIT_DECLARATION": json.dumps(declaration_to_dict(declaration)),
+        "JOBKIT_QUEUE_URLS": "{}",
+        "JOBKIT_QUEUE": "refreshLinks",
+    }
     with aws_environment(None), mock_aws(), environment(env):
         import boto3
 

@@ -144,6 +144,8 @@ def run(
     from jobkit.local.moto_time import has_receivable
     from jobkit.local.results import EnqueueCounter
     from jobkit.local.stack import ACCOUNT_ID
+    from jobkit.record_keys import JobRef
+    from jobkit.records import JobRuns
 
     import testjobs
     from faults import FaultSet
@@ -235,7 +237,9 @@ def run(
                     # Moved by SQS's redrive policy: the runner could not act (a crash, a
                     # failed DLQ copy) and its failure records say why; or the job had
                     # finished and only its deletes were lost (a redundant copy).
-                    if not fate.dead_and_done and not store.failures(fate.job_id):
+                    spec = sent.specs[fate.job_id]
+                    ref = JobRef(spec.type, spec.domain, spec.id)
+                    if not fate.dead_and_done and store.runs(ref) == JobRuns():
                         result.dead_letters_unexplained += 1
         result.attempts = len(testjobs.SCRIPTED)
         result.faults_injected = weather.counts

@@ -30,14 +30,16 @@ from jobkit.errors import JobKitError
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from jobkit.dedup_dynamodb import DynamoDBDedupBackend
     from jobkit.push import JobQueueGroup
+    from jobkit.records import RecordsBackend
     from jobkit.sqs import QueueDirectory
+    from jobkit.wiring import AwsClients, Wiring
 
 
 @dataclass
 class CliConfig:
-    """Where the commands look, and the clients they use, built on first use.
+    """Where the commands look, and the objects they use, built on first use
+    by the same composition root as apps and runners (:mod:`jobkit.wiring`).
 
     Tests (and embedders) may pass one as click's ``obj`` to set the clock;
     command-line options override its other fields.
@@ -48,57 +50,46 @@ class CliConfig:
     endpoint_url: str | None = None
     region: str | None = None
     clock: Clock = field(default_factory=SystemClock)
-    _clients: dict[str, Any] = field(default_factory=dict, repr=False)
-    _declaration: Declaration | None = field(default=None, repr=False)
-    _directory: QueueDirectory | None = field(default=None, repr=False)
+    _clients: AwsClients | None = field(default=None, repr=False)
+    _wiring: Wiring | None = field(default=None, repr=False)
 
     @property
     def declaration(self) -> Declaration:
-        if self._declaration is None:
+        return self.wiring.declaration
+
+    @property
+    def clients(self) -> AwsClients:
+        if self._clients is None:
+            from jobkit.wiring import AwsClients
+
+            self._clients = AwsClients(region=self.region, endpoint_url=self.endpoint_url)
+        return self._clients
+
+    @property
+    def wiring(self) -> Wiring:
+        if self._wiring is None:
+            from jobkit.wiring import Wiring
+
             declaration = load_declaration(self.config_path) if self.config_path else declaration_from_environment()
-            self._declaration = declaration.with_prefix(self.prefix) if self.prefix else declaration
-        return self._declaration
+            declaration = declaration.with_prefix(self.prefix) if self.prefix else declaration
+            self._wiring = Wiring(declaration, clients=self.clients, clock=self.clock)
+        return self._wiring
 
     def client(self, service: str) -> Any:
         """A boto3 client for ``service``, one per config."""
-        if service not in self._clients:
-            import boto3
-            from botocore.config import Config
-
-            self._clients[service] = boto3.client(  # type: ignore[call-overload]
-                service,
-                region_name=self.region,
-                endpoint_url=self.endpoint_url,
-                config=Config(retries={"mode": "standard", "max_attempts": 3}),
-            )
-        return self._clients[service]
+        return self.clients.client(service)
 
     @property
     def directory(self) -> QueueDirectory:
-        from jobkit.sqs import QueueDirectory
-
-        if self._directory is None:
-            self._directory = QueueDirectory(self.client("sqs"), self.declaration)
-        return self._directory
+        return self.wiring.directory
 
     @property
-    def records(self) -> DynamoDBDedupBackend:
+    def records(self) -> RecordsBackend:
         """The jobs table: failure and status records."""
-        from jobkit.dedup_dynamodb import DynamoDBDedupBackend
-
-        return DynamoDBDedupBackend(self.client("dynamodb"), self.declaration.table_name)
+        return self.wiring.records
 
     def queue_group(self) -> JobQueueGroup:
-        from jobkit.dedup import DedupStore
-        from jobkit.push import JobQueueGroup
-
-        return JobQueueGroup(
-            None,
-            declaration=self.declaration,
-            sqs_client=self.client("sqs"),
-            dedup_store=DedupStore(self.records, clock=self.clock),
-            clock=self.clock,
-        )
+        return self.wiring.group()
 
     def now(self) -> float:
         return self.clock.now()
@@ -382,7 +373,7 @@ def job(config: CliConfig, output: Output, job_id: str) -> None:
     """A job's status (types with track_status) and its failure records."""
     from jobkit.ops import job_report, views
 
-    report = job_report(config.records, job_id)
+    report = job_report(config.records, config.declaration, job_id)
     if not report.found:
         raise click.ClickException(
             f"no records of job {job_id}: its type does not track status and it never failed,"

@@ -122,6 +122,13 @@ class Declaration:
         """The DynamoDB table that holds dedup, root-job and failure records."""
         return f"{self.prefix}-jobs"
 
+    def for_runner(self, queue: str) -> Declaration:
+        """What the runner of ``queue`` knows: the queue's types, and the types
+        their jobs push (to route those pushes). It runs only the first."""
+        own = set(self.queues[queue].types)
+        known = own | {target for name in own for target in self.types[name].pushes}
+        return replace(self, types={name: t for name, t in self.types.items() if name in known})
+
     def with_prefix(self, prefix: str) -> Declaration:
         """The same declaration deployed under another name prefix (a stage)."""
         _check(self.source, "jobkit.prefix", prefix, _matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern)

@@ -1,14 +1,15 @@
 """De-duplication: root/leaf supersession, ignoreDuplicates claims, delivery
-claims, and failure records.
+claims; and the other records a runner keeps of a job's attempts.
 
 :class:`DedupStore` holds the logic: what a record means, leases, the
-per-container root cache, time-to-live, and fail-open. A :class:`DedupBackend`
-stores the records: DynamoDB in production (:mod:`jobkit.dedup_dynamodb`),
-memory in unit tests (:mod:`jobkit.dedup_memory`). Every backend write that can
-lose is one conditional write that reports what it lost to, so no second read
-is ever needed.
+per-container root cache, time-to-live, and fail-open. A
+:class:`~jobkit.records.RecordsBackend` stores the records: DynamoDB in
+production (:mod:`jobkit.dedup_dynamodb`), memory in unit tests
+(:mod:`jobkit.dedup_memory`). Every backend write that can lose is one
+conditional write that reports what it lost to, so no second read is ever
+needed.
 
-The semantics (DESIGN.md §4):
+The semantics (docs/deduplication.md):
 
 - **Supersession.** A record per (domain, type, rootJobSignature) holds the
   newest rootJobTimestamp seen; it only moves forward. A job whose timestamp is
@@ -28,6 +29,10 @@ The semantics (DESIGN.md §4):
 
 - **Delivery claims** (``deliver_once`` types) claim the job ID, so a second
   delivery of the same message does not run it again.
+- **Nothing skipped leaves a trace that skips others.** Claims come first; a
+  job's root timestamp is written only once the job is sure to run (a root
+  that is skipped as a duplicate must not supersede the leaves of the run it
+  duplicates), and claims taken by a job that turns out superseded are released.
 - **Fail-open.** If the backend is unreachable or throttled, the job runs; the
   admission says so, and the runner logs and counts it.
 """
@@ -40,99 +45,29 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
 
 from jobkit.clock import Clock, SystemClock
-from jobkit.errors import JobKitError
-from jobkit.spec import JobSpecification
-
-if TYPE_CHECKING:
-    from jobkit.status import JobStatus
+from jobkit.errors import SpecError
+from jobkit.record_keys import JobRef
+from jobkit.records import (
+    DEFERRAL_RECORD_TTL_S,
+    DELIVERY_RECORD_TTL_S,
+    DUPLICATE_RECORD_TTL_S,
+    FAILURE_RECORD_TTL_S,
+    FINAL_RECORD_TTL_S,
+    ROOT_RECORD_TTL_S,
+    Claim,
+    DedupUnavailable,
+    FailureRecord,
+    FinalAttempt,
+    JobRuns,
+    RecordsBackend,
+)
+from jobkit.spec import MAX_CLOCK_SKEW_S, JobSpecification
 
 log = logging.getLogger(__name__)
 
-DAY_S = 24 * 3600
-ROOT_RECORD_TTL_S = 28 * DAY_S  # MediaWiki's JobQueue::ROOTJOB_TTL
-DUPLICATE_RECORD_TTL_S = 7 * DAY_S  # longer than a job can wait in a queue (4 days' retention)
-DELIVERY_RECORD_TTL_S = 7 * DAY_S
-FAILURE_RECORD_TTL_S = 14 * DAY_S  # as long as the DLQ keeps the message
-
-
-class DedupUnavailable(JobKitError):
-    """The dedup store could not be reached or was throttled."""
-
-
-# -- records -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Claim:
-    """The result of a conditional claim: won, or what it lost to."""
-
-    won: bool
-    holder: str | None = None  # the owner token of a live claim
-    lease_until: float | None = None  # when that live claim lapses
-    last_success_start: float | None = None  # duplicate claims: start of the last successful run
-    done: bool = False  # delivery claims: the job already ran to success
-
-
-@dataclass(frozen=True)
-class FailureRecord:
-    """One failed attempt of a job."""
-
-    job_id: str
-    job_type: str
-    domain: str | None
-    attempt: int
-    at: float
-    error_class: str
-    message: str
-    traceback: str
-
-
-class DedupBackend(Protocol):
-    """Record storage. Every method may raise :class:`DedupUnavailable`."""
-
-    def advance_root(self, key: str, timestamp: float, expires_at: int) -> float:
-        """Set the root's newest timestamp to ``timestamp`` if that is newer.
-        Returns the newest stored timestamp after the call."""
-        ...
-
-    def claim_duplicate(
-        self, key: str, owner: str, now: float, lease_until: float, enqueued_at: float, expires_at: int
-    ) -> Claim:
-        """Claim a dedup hash, unless a live claim is held (lease_until > now)
-        or a run that started after ``enqueued_at`` succeeded."""
-        ...
-
-    def release_duplicate(self, key: str, owner: str, success_started_at: float | None, expires_at: int) -> None:
-        """Release the owner's claim, recording a successful run's start if given."""
-        ...
-
-    def claim_delivery(self, job_id: str, owner: str, now: float, lease_until: float, expires_at: int) -> Claim:
-        """Claim a job ID, unless it already succeeded or a live claim is held."""
-        ...
-
-    def finish_delivery(self, job_id: str, owner: str, succeeded: bool, expires_at: int) -> None:
-        """Mark the job done on success; release the claim on failure."""
-        ...
-
-    def put_failure(self, record: FailureRecord, expires_at: int) -> None: ...
-
-    def failures(self, job_id: str, limit: int) -> list[FailureRecord]:
-        """A job's failure records, newest first."""
-        ...
-
-    def put_status(self, status: JobStatus, expires_at: int) -> None:
-        """Store a job's status record (see :mod:`jobkit.status`), replacing the previous one."""
-        ...
-
-    def status(self, job_id: str) -> JobStatus | None:
-        """A job's status record, if it has one."""
-        ...
-
-
-# -- admission -------------------------------------------------------------------------
+SUPERSEDED_REASON = "a newer root job with the same signature was recorded"
 
 
 class Verdict(StrEnum):
@@ -163,12 +98,14 @@ class Admission:
     defer_s: int = 0
     unavailable: bool = False
     owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    job_type: str = ""
     duplicate_key: str | None = None  # set when this attempt holds a duplicate claim
-    delivery_job_id: str | None = None  # set when this attempt holds a delivery claim
+    delivery: JobRef | None = None  # set when this attempt holds a delivery claim
 
 
 class DedupStore:
-    """De-duplication logic over a :class:`DedupBackend`.
+    """De-duplication logic, and the runner's records of attempts, over a
+    :class:`~jobkit.records.RecordsBackend`.
 
     Args:
         backend: where records live.
@@ -184,7 +121,7 @@ class DedupStore:
 
     def __init__(
         self,
-        backend: DedupBackend,
+        backend: RecordsBackend,
         *,
         clock: Clock | None = None,
         root_cache_ttl_s: float = 15.0,
@@ -196,46 +133,49 @@ class DedupStore:
         self._root_cache_ttl_s = root_cache_ttl_s
         self._root_cache_size = root_cache_size
         self._max_defer_s = max_defer_s
-        self._roots: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (newest, confirmed at)
+        self._roots: OrderedDict[tuple[str, str | None, str], tuple[float, float]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- roots --------------------------------------------------------------------
-
-    @staticmethod
-    def root_key(spec: JobSpecification) -> str:
-        return f"{spec.domain or ''}#{spec.type}#{spec.root_job_signature}"
 
     def record_root(self, spec: JobSpecification) -> None:
         """Record a root job's timestamp (MediaWiki's deduplicateRootJob).
 
         Raises:
+            SpecError: the spec has no root-job params, or its timestamp is ahead
+                of this clock by more than the allowed skew (it would supersede
+                every real edit until it expires).
             DedupUnavailable: the store could not be written.
         """
-        timestamp = spec.root_job_timestamp
-        if spec.root_job_signature is None or timestamp is None:
-            raise JobKitError(f"{spec.type} {spec.id}: has no root job params")
-        key = self.root_key(spec)
-        newest = self.backend.advance_root(key, timestamp, self._expiry(ROOT_RECORD_TTL_S))
-        self._remember_root(key, newest)
+        spec.check_root_job_params()
+        timestamp, signature = spec.root_job_timestamp, spec.root_job_signature
+        if signature is None or timestamp is None:
+            raise SpecError(f"{spec.type} {spec.id}: has no rootJobSignature/rootJobTimestamp params")
+        if timestamp > self._clock.now() + MAX_CLOCK_SKEW_S:
+            spec.check_times(self._clock.now())  # raises, naming the field and the skew
+        self._advance_root(spec.type, spec.domain, signature, timestamp)
 
-    def _root_verdict(self, spec: JobSpecification) -> Verdict:
-        timestamp = spec.root_job_timestamp
-        assert timestamp is not None
-        key = self.root_key(spec)
-        now = self._clock.now()
+    def _advance_root(self, job_type: str, domain: str | None, signature: str, timestamp: float) -> float:
+        newest = self.backend.advance_root(job_type, domain, signature, timestamp, self._expiry(ROOT_RECORD_TTL_S))
+        self._remember_root((job_type, domain, signature), newest)
+        return newest
+
+    def _cached_root_verdict(self, spec: JobSpecification) -> Verdict | None:
+        """SUPERSEDED or RUN from the container's cache, or None: ask the table."""
+        timestamp, signature = spec.root_job_timestamp, spec.root_job_signature
+        assert timestamp is not None and signature is not None
         with self._lock:
-            cached = self._roots.get(key)
-        if cached is not None:
-            newest, confirmed_at = cached
-            if timestamp < newest:
-                return Verdict.SUPERSEDED
-            if timestamp == newest and now - confirmed_at < self._root_cache_ttl_s:
-                return Verdict.RUN
-        newest = self.backend.advance_root(key, timestamp, self._expiry(ROOT_RECORD_TTL_S))
-        self._remember_root(key, newest)
-        return Verdict.SUPERSEDED if timestamp < newest else Verdict.RUN
+            cached = self._roots.get((spec.type, spec.domain, signature))
+        if cached is None:
+            return None
+        newest, confirmed_at = cached
+        if timestamp < newest:
+            return Verdict.SUPERSEDED
+        if timestamp == newest and self._clock.now() - confirmed_at < self._root_cache_ttl_s:
+            return Verdict.RUN
+        return None
 
-    def _remember_root(self, key: str, newest: float) -> None:
+    def _remember_root(self, key: tuple[str, str | None, str], newest: float) -> None:
         now = self._clock.now()
         with self._lock:
             previous = self._roots.get(key)
@@ -248,21 +188,35 @@ class DedupStore:
     # -- admission ------------------------------------------------------------------
 
     def admit(self, candidate: Candidate) -> Admission:
-        """Decide whether a job runs now. Never raises for store errors: it fails open."""
+        """Decide whether a job runs now. Never raises for store errors: it fails open.
+
+        The order matters. A root job that is a duplicate of a run that already
+        pushed its leaves must not advance the root first: its newer timestamp
+        would supersede those leaves, and neither run's work would happen. So
+        claims come first, the root is advanced only by a job that will run,
+        and a job that the root then supersedes gives its claims back.
+        """
         spec = candidate.spec
-        admission = Admission(Verdict.RUN)
+        admission = Admission(Verdict.RUN, job_type=spec.type)
         try:
-            if spec.has_root_job_params() and self._root_verdict(spec) is Verdict.SUPERSEDED:
-                return Admission(Verdict.SUPERSEDED, "a newer root job with the same signature was recorded")
+            root_confirmed = False
+            if spec.has_root_job_params():
+                cached = self._cached_root_verdict(spec)
+                if cached is Verdict.SUPERSEDED:
+                    return Admission(Verdict.SUPERSEDED, SUPERSEDED_REASON)
+                root_confirmed = cached is Verdict.RUN
             if candidate.deliver_once:
-                verdict = self._claim_delivery(candidate, admission)
-                if verdict is not None:
-                    return verdict
+                skip = self._claim_delivery(candidate, admission)
+                if skip is not None:
+                    return skip
             if candidate.ignore_duplicates and candidate.dedup_hash is not None:
-                verdict = self._claim_duplicate(candidate, admission)
-                if verdict is not None:
-                    self._settle_delivery_claim(admission, succeeded=verdict.verdict is Verdict.DUPLICATE)
-                    return verdict
+                skip = self._claim_duplicate(candidate, admission)
+                if skip is not None:
+                    self._settle_delivery_claim(admission, succeeded=skip.verdict is Verdict.DUPLICATE)
+                    return skip
+            if spec.has_root_job_params() and not root_confirmed and self._superseded(spec):
+                self._give_back(admission)
+                return Admission(Verdict.SUPERSEDED, SUPERSEDED_REASON)
         except DedupUnavailable as exc:
             log.warning(
                 "dedup store unavailable, running %s %s anyway (fail-open): %s",
@@ -274,13 +228,28 @@ class DedupStore:
             admission.unavailable = True
         return admission
 
+    def _superseded(self, spec: JobSpecification) -> bool:
+        timestamp, signature = spec.root_job_timestamp, spec.root_job_signature
+        assert timestamp is not None and signature is not None
+        return timestamp < self._advance_root(spec.type, spec.domain, signature, timestamp)
+
+    def _give_back(self, admission: Admission) -> None:
+        """Release the claims of a job that will not run after all (best effort:
+        a claim that cannot be released lapses with its lease)."""
+        try:
+            self.finish(admission, succeeded=False, started_at=self._clock.now())
+        finally:
+            admission.duplicate_key = admission.delivery = None
+
     def _claim_delivery(self, candidate: Candidate, admission: Admission) -> Admission | None:
+        spec = candidate.spec
+        ref = JobRef(spec.type, spec.domain, spec.id)
         now = self._clock.now()
         claim = self.backend.claim_delivery(
-            candidate.spec.id, admission.owner, now, candidate.lease_until, self._expiry(DELIVERY_RECORD_TTL_S)
+            ref, admission.owner, now, candidate.lease_until, self._expiry(DELIVERY_RECORD_TTL_S)
         )
         if claim.won:
-            admission.delivery_job_id = candidate.spec.id
+            admission.delivery = ref
             return None
         if claim.done:
             return Admission(Verdict.REDELIVERED, "this job ID already ran to success")
@@ -292,7 +261,13 @@ class DedupStore:
         key = candidate.dedup_hash
         now = self._clock.now()
         claim = self.backend.claim_duplicate(
-            key, admission.owner, now, candidate.lease_until, spec.enqueued_at, self._expiry(DUPLICATE_RECORD_TTL_S)
+            spec.type,
+            key,
+            admission.owner,
+            now,
+            candidate.lease_until,
+            spec.enqueued_at,
+            self._expiry(DUPLICATE_RECORD_TTL_S),
         )
         if claim.won:
             admission.duplicate_key = key
@@ -311,6 +286,7 @@ class DedupStore:
         try:
             if admission.duplicate_key is not None:
                 self.backend.release_duplicate(
+                    admission.job_type,
                     admission.duplicate_key,
                     admission.owner,
                     started_at if succeeded else None,
@@ -323,12 +299,12 @@ class DedupStore:
         return True
 
     def _settle_delivery_claim(self, admission: Admission, *, succeeded: bool) -> None:
-        if admission.delivery_job_id is not None:
+        if admission.delivery is not None:
             self.backend.finish_delivery(
-                admission.delivery_job_id, admission.owner, succeeded, self._expiry(DELIVERY_RECORD_TTL_S)
+                admission.delivery, admission.owner, succeeded, self._expiry(DELIVERY_RECORD_TTL_S)
             )
 
-    # -- failure records ---------------------------------------------------------------
+    # -- records of attempts ---------------------------------------------------------------
 
     def record_failure(self, record: FailureRecord) -> bool:
         """Write a failure record (kept 14 days). Returns False if the store was unavailable."""
@@ -339,9 +315,46 @@ class DedupStore:
             return False
         return True
 
-    def failures(self, job_id: str, limit: int = 20) -> list[FailureRecord]:
+    def record_final(self, record: FinalAttempt) -> bool:
+        """Write (or overwrite) a job's final-attempt record. Returns False if the store was unavailable."""
+        try:
+            self.backend.put_final(record, self._expiry(FINAL_RECORD_TTL_S))
+        except DedupUnavailable as exc:
+            log.warning("could not record the final attempt of %s: %s", record.ref.job_id, exc)
+            return False
+        return True
+
+    def runs(self, ref: JobRef, limit: int = 20) -> JobRuns:
+        """A job's failure records (newest first) and final attempt.
+
+        Raises:
+            DedupUnavailable: the table could not be read.
+        """
+        return self.backend.runs(ref.job_type, ref.job_id, limit).get(ref.domain, JobRuns())
+
+    def failures(self, ref: JobRef, limit: int = 20) -> list[FailureRecord]:
         """A job's failure records, newest first."""
-        return self.backend.failures(job_id, limit)
+        return list(self.runs(ref, limit).failures)
+
+    def record_deferral(self, job_type: str, message_id: str, attempts_used: int) -> bool:
+        """Remember, for the re-enqueued message ``message_id``, the attempts its
+        job had used. Kept where no sender can write it: a message attribute or
+        body field would let anyone forge a count, and would survive a redrive."""
+        try:
+            self.backend.put_deferral(job_type, message_id, attempts_used, self._expiry(DEFERRAL_RECORD_TTL_S))
+        except DedupUnavailable as exc:
+            log.warning("could not record the attempts of deferred message %s: %s", message_id, exc)
+            return False
+        return True
+
+    def attempts_before(self, job_type: str, message_id: str) -> int:
+        """The attempts used before the runner re-enqueued this message (0 if it
+        did not, or the store cannot say: the job then gets its full attempts)."""
+        try:
+            return self.backend.deferral(job_type, message_id) or 0
+        except DedupUnavailable as exc:
+            log.warning("could not read the attempts of deferred message %s: %s", message_id, exc)
+            return 0
 
     def _expiry(self, ttl_s: int) -> int:
         return int(self._clock.now()) + ttl_s

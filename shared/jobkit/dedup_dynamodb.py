@@ -1,18 +1,8 @@
-"""The DynamoDB :class:`~jobkit.dedup.DedupBackend`: one table, modelled with pynamodb.
+"""The DynamoDB :class:`~jobkit.records.RecordsBackend`: one table, modelled with pynamodb.
 
-Items (``pk`` / ``sk`` keys, ``expires_at`` is the TTL attribute):
-
-============================================  ==================  ===========================================
-pk                                            sk                  attributes
-============================================  ==================  ===========================================
-``root#{domain}#{type}#{rootJobSignature}``   ``-``               ``root_ts``: newest rootJobTimestamp
-``dup#{dedup hash}``                          ``-``               ``owner``, ``started_at``, ``lease_until``,
-                                                                  ``last_success_start``
-``once#{job id}``                             ``-``               ``state`` (running/done), ``owner``, ``lease_until``
-``fail#{job id}``                             ``{ms}#{attempt}``  error class, message, traceback tail, attempt
-``status#{job id}``                           ``-``               state, attempt, times, progress, result,
-                                                                  error (``track_status`` types only)
-============================================  ==================  ===========================================
+Keys are ``pk`` / ``sk`` and ``expires_at`` is the TTL attribute; the key
+layout, type first so IAM can scope each runner to its own types' records, is
+:mod:`jobkit.record_keys`.
 
 Why the calls go through a boto3 client and not through ``Model.save()`` /
 ``Model.update()``: a losing conditional write must say what it lost to
@@ -33,10 +23,27 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
-from jobkit.dedup import Claim, DedupUnavailable, FailureRecord
-from jobkit.status import JobState, JobStatus
-
-SINGLE = "-"
+from jobkit.record_keys import (
+    FINAL_SUFFIX,
+    NO_SORT,
+    JobRef,
+    Kind,
+    domain_from_key,
+    domain_key,
+    failure_sort_key,
+    final_sort_key,
+    partition_key,
+    split_runs_sort_key,
+)
+from jobkit.records import (
+    Claim,
+    DedupUnavailable,
+    FailureRecord,
+    FinalAttempt,
+    JobRuns,
+    JobState,
+    JobStatus,
+)
 
 
 class _Record(Model):
@@ -76,6 +83,18 @@ class FailureItem(_Record):
     error_class = UnicodeAttribute()
     message = UnicodeAttribute()
     traceback = UnicodeAttribute()
+    dead_letter_reason = UnicodeAttribute(null=True)
+
+
+class FinalItem(_Record):
+    attempt = NumberAttribute()
+    message_id = UnicodeAttribute()
+    started_at = NumberAttribute()
+    succeeded_at = NumberAttribute(null=True)
+
+
+class DeferralItem(_Record):
+    attempts_used = NumberAttribute()
 
 
 class StatusItem(_Record):
@@ -107,8 +126,10 @@ class DynamoDBDedupBackend:
 
     # -- roots -----------------------------------------------------------------------
 
-    def advance_root(self, key: str, timestamp: float, expires_at: int) -> float:
-        record = RootRecord(f"root#{key}", SINGLE)
+    def advance_root(
+        self, job_type: str, domain: str | None, signature: str, timestamp: float, expires_at: int
+    ) -> float:
+        record = RootRecord(partition_key(job_type, Kind.ROOT, signature), domain_key(domain))
         won, old = self._update(
             record,
             [RootRecord.root_ts.set(timestamp), RootRecord.expires_at.set(expires_at)],
@@ -121,13 +142,13 @@ class DynamoDBDedupBackend:
     # -- duplicate claims ------------------------------------------------------------------
 
     def claim_duplicate(
-        self, key: str, owner: str, now: float, lease_until: float, enqueued_at: float, expires_at: int
+        self, job_type: str, key: str, owner: str, now: float, lease_until: float, enqueued_at: float, expires_at: int
     ) -> Claim:
         d = DuplicateRecord
         unclaimed = d.owner.does_not_exist() | (d.lease_until < now)
         not_succeeded_since = d.last_success_start.does_not_exist() | (d.last_success_start <= enqueued_at)
         won, old = self._update(
-            d(f"dup#{key}", SINGLE),
+            d(partition_key(job_type, Kind.DUPLICATE, key), NO_SORT),
             [d.owner.set(owner), d.started_at.set(now), d.lease_until.set(lease_until), d.expires_at.set(expires_at)],
             unclaimed & not_succeeded_since,
         )
@@ -141,9 +162,11 @@ class DynamoDBDedupBackend:
             last_success_start=_float(stored.last_success_start),
         )
 
-    def release_duplicate(self, key: str, owner: str, success_started_at: float | None, expires_at: int) -> None:
+    def release_duplicate(
+        self, job_type: str, key: str, owner: str, success_started_at: float | None, expires_at: int
+    ) -> None:
         d = DuplicateRecord
-        record = d(f"dup#{key}", SINGLE)
+        record = d(partition_key(job_type, Kind.DUPLICATE, key), NO_SORT)
         actions: list[Action] = [d.owner.remove(), d.started_at.remove(), d.lease_until.remove()]
         if success_started_at is not None:
             actions += [d.last_success_start.set(success_started_at), d.expires_at.set(expires_at)]
@@ -160,10 +183,10 @@ class DynamoDBDedupBackend:
 
     # -- delivery claims -------------------------------------------------------------------
 
-    def claim_delivery(self, job_id: str, owner: str, now: float, lease_until: float, expires_at: int) -> Claim:
+    def claim_delivery(self, ref: JobRef, owner: str, now: float, lease_until: float, expires_at: int) -> Claim:
         d = DeliveryRecord
         won, old = self._update(
-            d(f"once#{job_id}", SINGLE),
+            d(partition_key(ref.job_type, Kind.DELIVERY, ref.job_id), domain_key(ref.domain)),
             [d.state.set("running"), d.owner.set(owner), d.lease_until.set(lease_until), d.expires_at.set(expires_at)],
             d.state.does_not_exist() | ((d.state == "running") & (d.lease_until < now)),
         )
@@ -172,9 +195,9 @@ class DynamoDBDedupBackend:
         stored = d.from_raw_data(old)
         return Claim(False, holder=stored.owner, lease_until=_float(stored.lease_until), done=stored.state == "done")
 
-    def finish_delivery(self, job_id: str, owner: str, succeeded: bool, expires_at: int) -> None:
+    def finish_delivery(self, ref: JobRef, owner: str, succeeded: bool, expires_at: int) -> None:
         d = DeliveryRecord
-        record = d(f"once#{job_id}", SINGLE)
+        record = d(partition_key(ref.job_type, Kind.DELIVERY, ref.job_id), domain_key(ref.domain))
         if succeeded:
             self._update(
                 record,
@@ -186,12 +209,12 @@ class DynamoDBDedupBackend:
         kwargs = record.get_delete_kwargs_from_instance(d.owner == owner)
         self._call("delete_item", kwargs)
 
-    # -- failure records ----------------------------------------------------------------------
+    # -- attempts: failures and the final attempt ------------------------------------------------
 
     def put_failure(self, record: FailureRecord, expires_at: int) -> None:
         item = FailureItem(
-            f"fail#{record.job_id}",
-            f"{int(record.at * 1000):015d}#{record.attempt:04d}",
+            partition_key(record.job_type, Kind.RUNS, record.job_id),
+            failure_sort_key(record.domain, record.at, record.attempt),
             expires_at=expires_at,
             job_type=record.job_type,
             domain=record.domain,
@@ -200,35 +223,84 @@ class DynamoDBDedupBackend:
             error_class=record.error_class,
             message=record.message,
             traceback=record.traceback,
+            dead_letter_reason=record.dead_letter_reason,
         )
         self._call("put_item", item.get_save_kwargs_from_instance())
 
-    def failures(self, job_id: str, limit: int) -> list[FailureRecord]:
+    def put_final(self, record: FinalAttempt, expires_at: int) -> None:
+        ref = record.ref
+        item = FinalItem(
+            partition_key(ref.job_type, Kind.RUNS, ref.job_id),
+            final_sort_key(ref.domain),
+            expires_at=expires_at,
+            attempt=record.attempt,
+            message_id=record.message_id,
+            started_at=record.started_at,
+            succeeded_at=record.succeeded_at,
+        )
+        self._call("put_item", item.get_save_kwargs_from_instance())
+
+    def runs(self, job_type: str, job_id: str, limit: int) -> dict[str | None, JobRuns]:
         response = self._call(
             "query",
             {
                 "KeyConditionExpression": "pk = :pk",
-                "ExpressionAttributeValues": {":pk": {"S": f"fail#{job_id}"}},
+                "ExpressionAttributeValues": {":pk": {"S": partition_key(job_type, Kind.RUNS, job_id)}},
                 "ScanIndexForward": False,
                 "Limit": limit,
             },
         )
-        records = []
+        failures: dict[str | None, list[FailureRecord]] = {}
+        finals: dict[str | None, FinalAttempt] = {}
         for raw in response.get("Items", []):
+            domain, rest = split_runs_sort_key(raw["sk"]["S"])
+            if rest == FINAL_SUFFIX:
+                final = FinalItem.from_raw_data(raw)
+                finals[domain] = FinalAttempt(
+                    JobRef(job_type, domain, job_id),
+                    attempt=int(final.attempt),
+                    message_id=final.message_id,
+                    started_at=float(final.started_at),
+                    succeeded_at=_float(final.succeeded_at),
+                )
+                continue
             item = FailureItem.from_raw_data(raw)
-            records.append(
+            failures.setdefault(domain, []).append(
                 FailureRecord(
                     job_id=job_id,
-                    job_type=item.job_type,
-                    domain=item.domain,
+                    job_type=job_type,
+                    domain=domain,
                     attempt=int(item.attempt),
                     at=float(item.at),
                     error_class=item.error_class,
                     message=item.message,
                     traceback=item.traceback,
+                    dead_letter_reason=item.dead_letter_reason,
                 )
             )
-        return records
+        return {domain: JobRuns(tuple(failures.get(domain, ())), finals.get(domain)) for domain in {*failures, *finals}}
+
+    # -- deferrals ----------------------------------------------------------------------------
+
+    def put_deferral(self, job_type: str, message_id: str, attempts_used: int, expires_at: int) -> None:
+        item = DeferralItem(
+            partition_key(job_type, Kind.DEFERRAL, message_id),
+            NO_SORT,
+            expires_at=expires_at,
+            attempts_used=attempts_used,
+        )
+        self._call("put_item", item.get_save_kwargs_from_instance())
+
+    def deferral(self, job_type: str, message_id: str) -> int | None:
+        response = self._call(
+            "get_item",
+            {
+                "Key": {"pk": {"S": partition_key(job_type, Kind.DEFERRAL, message_id)}, "sk": {"S": NO_SORT}},
+                "ConsistentRead": True,
+            },
+        )
+        raw = response.get("Item")
+        return int(DeferralItem.from_raw_data(raw).attempts_used) if raw else None
 
     # -- status records -------------------------------------------------------------------------
 
@@ -236,8 +308,8 @@ class DynamoDBDedupBackend:
         # A whole-item PutItem: the tracker holds the attempt's full state, so
         # every write is one request and no write depends on an earlier one.
         item = StatusItem(
-            f"status#{status.job_id}",
-            SINGLE,
+            partition_key(status.job_type, Kind.STATUS, status.job_id),
+            domain_key(status.domain),
             expires_at=expires_at,
             job_type=status.job_type,
             domain=status.domain,
@@ -254,29 +326,36 @@ class DynamoDBDedupBackend:
         )
         self._call("put_item", item.get_save_kwargs_from_instance())
 
-    def status(self, job_id: str) -> JobStatus | None:
+    def statuses(self, job_type: str, job_id: str) -> list[JobStatus]:
         response = self._call(
-            "get_item", {"Key": {"pk": {"S": f"status#{job_id}"}, "sk": {"S": SINGLE}}, "ConsistentRead": True}
+            "query",
+            {
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": partition_key(job_type, Kind.STATUS, job_id)}},
+                "ConsistentRead": True,
+            },
         )
-        raw = response.get("Item")
-        if not raw:
-            return None
-        item = StatusItem.from_raw_data(raw)
-        return JobStatus(
-            job_id=job_id,
-            job_type=item.job_type,
-            domain=item.domain,
-            state=JobState(item.state),
-            attempt=int(item.attempt),
-            updated_at=float(item.updated_at),
-            started_at=_float(item.started_at),
-            finished_at=_float(item.finished_at),
-            progress=_float(item.progress),
-            result=item.result,
-            error=item.error,
-            will_retry=bool(item.will_retry),
-            note=item.note,
-        )
+        statuses = []
+        for raw in response.get("Items", []):
+            item = StatusItem.from_raw_data(raw)
+            statuses.append(
+                JobStatus(
+                    job_id=job_id,
+                    job_type=job_type,
+                    domain=domain_from_key(raw["sk"]["S"]),
+                    state=JobState(item.state),
+                    attempt=int(item.attempt),
+                    updated_at=float(item.updated_at),
+                    started_at=_float(item.started_at),
+                    finished_at=_float(item.finished_at),
+                    progress=_float(item.progress),
+                    result=item.result,
+                    error=item.error,
+                    will_retry=bool(item.will_retry),
+                    note=item.note,
+                )
+            )
+        return statuses
 
     # -- transport ------------------------------------------------------------------------------
 

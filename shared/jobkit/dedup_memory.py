@@ -1,7 +1,8 @@
-"""An in-memory :class:`~jobkit.dedup.DedupBackend`, for unit tests.
+"""An in-memory :class:`~jobkit.records.RecordsBackend`, for unit tests.
 
 It applies exactly the conditions the DynamoDB backend writes as condition
-expressions; the shared backend contract tests run against both.
+expressions, scoped by the same keys; the shared backend contract tests run
+against both.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from jobkit.dedup import Claim, FailureRecord
-from jobkit.status import JobStatus
+from jobkit.record_keys import JobRef
+from jobkit.records import Claim, FailureRecord, FinalAttempt, JobRuns, JobStatus
 
 
 @dataclass
@@ -31,16 +32,21 @@ class _Delivery:
 class MemoryDedupBackend:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.roots: dict[str, float] = {}
-        self.duplicates: dict[str, _Duplicate] = {}
-        self.deliveries: dict[str, _Delivery] = {}
-        self._failures: dict[str, list[FailureRecord]] = {}
-        self.statuses: dict[str, JobStatus] = {}
+        self.roots: dict[tuple[str, str | None, str], float] = {}
+        self.duplicates: dict[tuple[str, str], _Duplicate] = {}
+        self.deliveries: dict[JobRef, _Delivery] = {}
+        self._failures: dict[JobRef, list[FailureRecord]] = {}
+        self._finals: dict[JobRef, FinalAttempt] = {}
+        self._deferrals: dict[tuple[str, str], int] = {}
+        self.statuses_by_ref: dict[JobRef, JobStatus] = {}
         self.requests = 0  # every method call is one request, as on DynamoDB
 
-    def advance_root(self, key: str, timestamp: float, expires_at: int) -> float:
+    def advance_root(
+        self, job_type: str, domain: str | None, signature: str, timestamp: float, expires_at: int
+    ) -> float:
         with self._lock:
             self.requests += 1
+            key = (job_type, domain, signature)
             stored = self.roots.get(key)
             if stored is None or stored < timestamp:
                 self.roots[key] = timestamp
@@ -48,11 +54,11 @@ class MemoryDedupBackend:
             return stored
 
     def claim_duplicate(
-        self, key: str, owner: str, now: float, lease_until: float, enqueued_at: float, expires_at: int
+        self, job_type: str, key: str, owner: str, now: float, lease_until: float, enqueued_at: float, expires_at: int
     ) -> Claim:
         with self._lock:
             self.requests += 1
-            record = self.duplicates.setdefault(key, _Duplicate())
+            record = self.duplicates.setdefault((job_type, key), _Duplicate())
             unclaimed = record.owner is None or (record.lease_until is not None and record.lease_until < now)
             not_succeeded_since = record.last_success_start is None or record.last_success_start <= enqueued_at
             if unclaimed and not_succeeded_since:
@@ -65,10 +71,12 @@ class MemoryDedupBackend:
                 last_success_start=record.last_success_start,
             )
 
-    def release_duplicate(self, key: str, owner: str, success_started_at: float | None, expires_at: int) -> None:
+    def release_duplicate(
+        self, job_type: str, key: str, owner: str, success_started_at: float | None, expires_at: int
+    ) -> None:
         with self._lock:
             self.requests += 1
-            record = self.duplicates.get(key)
+            record = self.duplicates.get((job_type, key))
             if record is None:
                 return
             if record.owner == owner:
@@ -81,43 +89,62 @@ class MemoryDedupBackend:
                 self.requests += 1  # the lease was lost: a second, rare write records the success
                 record.last_success_start = success_started_at
 
-    def claim_delivery(self, job_id: str, owner: str, now: float, lease_until: float, expires_at: int) -> Claim:
+    def claim_delivery(self, ref: JobRef, owner: str, now: float, lease_until: float, expires_at: int) -> Claim:
         with self._lock:
             self.requests += 1
-            record = self.deliveries.get(job_id)
+            record = self.deliveries.get(ref)
             if record is None or (
                 record.state == "running" and record.lease_until is not None and record.lease_until < now
             ):
-                self.deliveries[job_id] = _Delivery(owner, "running", lease_until)
+                self.deliveries[ref] = _Delivery(owner, "running", lease_until)
                 return Claim(True)
             return Claim(False, holder=record.owner, lease_until=record.lease_until, done=record.state == "done")
 
-    def finish_delivery(self, job_id: str, owner: str, succeeded: bool, expires_at: int) -> None:
+    def finish_delivery(self, ref: JobRef, owner: str, succeeded: bool, expires_at: int) -> None:
         with self._lock:
             self.requests += 1
-            record = self.deliveries.get(job_id)
+            record = self.deliveries.get(ref)
             if succeeded:
-                self.deliveries[job_id] = _Delivery(owner, "done", None)
+                self.deliveries[ref] = _Delivery(owner, "done", None)
             elif record is not None and record.owner == owner:
-                del self.deliveries[job_id]
+                del self.deliveries[ref]
 
     def put_failure(self, record: FailureRecord, expires_at: int) -> None:
         with self._lock:
             self.requests += 1
-            self._failures.setdefault(record.job_id, []).append(record)
+            self._failures.setdefault(record.ref, []).append(record)
 
-    def failures(self, job_id: str, limit: int) -> list[FailureRecord]:
+    def put_final(self, record: FinalAttempt, expires_at: int) -> None:
         with self._lock:
             self.requests += 1
-            records = sorted(self._failures.get(job_id, []), key=lambda r: (r.at, r.attempt), reverse=True)
-            return records[:limit]
+            self._finals[record.ref] = record
+
+    def runs(self, job_type: str, job_id: str, limit: int) -> dict[str | None, JobRuns]:
+        with self._lock:
+            self.requests += 1
+            refs = {r for r in (*self._failures, *self._finals) if (r.job_type, r.job_id) == (job_type, job_id)}
+            found = {}
+            for ref in refs:
+                failures = sorted(self._failures.get(ref, []), key=lambda r: (r.at, r.attempt), reverse=True)
+                found[ref.domain] = JobRuns(tuple(failures[:limit]), self._finals.get(ref))
+            return found
+
+    def put_deferral(self, job_type: str, message_id: str, attempts_used: int, expires_at: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self._deferrals[(job_type, message_id)] = attempts_used
+
+    def deferral(self, job_type: str, message_id: str) -> int | None:
+        with self._lock:
+            self.requests += 1
+            return self._deferrals.get((job_type, message_id))
 
     def put_status(self, status: JobStatus, expires_at: int) -> None:
         with self._lock:
             self.requests += 1
-            self.statuses[status.job_id] = status
+            self.statuses_by_ref[status.ref] = status
 
-    def status(self, job_id: str) -> JobStatus | None:
+    def statuses(self, job_type: str, job_id: str) -> list[JobStatus]:
         with self._lock:
             self.requests += 1
-            return self.statuses.get(job_id)
+            return [s for ref, s in self.statuses_by_ref.items() if (ref.job_type, ref.job_id) == (job_type, job_id)]

@@ -35,11 +35,12 @@ class SpecError(JobKitError):
 
 
 class UnknownJobType(SpecError):
-    """A job names a type that the declaration does not know."""
+    """A job names a type that the declaration does not know (or, in a runner,
+    a type that the runner's queue does not serve)."""
 
-    def __init__(self, job_type: str) -> None:
+    def __init__(self, job_type: str, problem: str = "it is not declared in jobs.toml") -> None:
         self.job_type = job_type
-        super().__init__(f"unknown job type {job_type!r}: it is not declared in jobs.toml")
+        super().__init__(f"unknown job type {job_type!r}: {problem}")
 
 
 class JobClassError(JobKitError):

@@ -98,6 +98,18 @@ class Job:
         """Whether a failed attempt may be retried. If not, a failure dead-letters at once."""
         return True
 
+    def error_message(self, error: BaseException) -> str:
+        """The text kept of an error this job raised, wherever it is kept: the
+        runner's WARNING and ERROR logs, the DLQ copy's ``jobkit.error``
+        attribute, failure records and status records (14 days), and the last
+        line of the stored traceback.
+
+        The default is ``str(error)``. Override it when errors may quote params
+        that must not be stored (an address, a token): return a message without
+        them, or ``""`` to keep only the error's class.
+        """
+        return str(error)
+
     def ignore_duplicates(self) -> bool:
         """Whether this job may be skipped as a duplicate of an identical later run.
 
@@ -162,9 +174,18 @@ class Job:
 
     # -- pushing -------------------------------------------------------------
 
-    def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> None:
-        """Push jobs to the job's domain (a root job fanning out into leaves, say)."""
-        self.context.queue_group.push(jobs)
+    def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[str]:
+        """Push jobs to the job's domain (a root job fanning out into leaves, say).
+
+        A spec pushed without an explicit ``id`` gets one derived from this job's
+        ID and its place in the order of this attempt's pushes, so a retried
+        attempt pushes the same IDs again and ``deliver_once`` or
+        ``remove_duplicates`` types catch the repeats.
+
+        Returns:
+            The IDs of the pushed jobs, in order.
+        """
+        return self.context.queue_group.push(jobs)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.type} {self.id}>"

@@ -12,9 +12,11 @@ listing exactly the jobs that were not enqueued; the others are enqueued.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +30,8 @@ from jobkit.sqs import (
     MAX_BATCH_BYTES,
     MAX_BATCH_ENTRIES,
     MAX_DELAY_S,
-    MAX_MESSAGE_BYTES,
+    MAX_JOB_BYTES,
+    RUNNER_RESERVED_BYTES,
     TYPE_ATTRIBUTE,
     QueueDirectory,
     is_retryable,
@@ -40,9 +43,36 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The namespace of job IDs derived from a parent job's (see :meth:`JobQueueGroup.for_job`).
+_CHILD_ID_NAMESPACE = uuid.UUID("6b7c3f0e-5d1a-4c8e-9a0b-2f4e6d8c1a3b")
+
+
+def derived_job_id(parent: JobSpecification, n: int) -> str:
+    """The ID of the ``n``-th job (0-based) that ``parent`` pushes without an ID
+    of its own: the same on every attempt of the parent, distinct per parent
+    type, domain and ID."""
+    name = f"{parent.type}\x00{parent.domain or ''}\x00{parent.id}\x00{n}"
+    return str(uuid.uuid5(_CHILD_ID_NAMESPACE, name))
+
 
 class RootJobRecorder(Protocol):
     def record_root(self, spec: JobSpecification) -> None: ...
+
+
+class _ChildIds:
+    """Derives the IDs of the jobs one attempt of a parent pushes, in push order."""
+
+    def __init__(self, parent: JobSpecification) -> None:
+        self._parent = parent
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+
+    def adopt(self, specs: list[JobSpecification]) -> list[JobSpecification]:
+        with self._lock:
+            return [
+                spec.replace(id=derived_job_id(self._parent, next(self._counter))) if spec.id_generated else spec
+                for spec in specs
+            ]
 
 
 @dataclass
@@ -103,11 +133,17 @@ class _ForDomain:
 class JobQueueGroup:
     """Pushes jobs for one domain (MediaWiki's JobQueueGroup for one wiki).
 
+    Apps get one with ``JobQueueGroup.for_domain(domain)``, which is built by
+    :mod:`jobkit.wiring` from the environment, like every group the runner,
+    the local stack and the CLI use. Build one by hand only to inject clients.
+
     Args:
         domain: the tenant the jobs belong to; specs without a domain get this one.
         declaration: the job types; defaults to ``declaration_from_environment()``
             ($JOBKIT_CONFIG or infra/jobs.toml, and $JOBKIT_PREFIX).
-        sqs_client: a boto3 SQS client; one is created on first use if not given.
+        sqs_client: a boto3 SQS client.
+        sqs_client_factory: makes the SQS client on first use, if ``sqs_client`` is
+            not given (default: :class:`jobkit.wiring.AwsClients`, boto3's own chain).
         queue_urls: SQS queue name -> URL, to skip GetQueueUrl (the deployed stack sets these).
         dedup_store: records root-job timestamps after a root job is sent.
         clock: the time source for enqueue timestamps and delays.
@@ -126,24 +162,30 @@ class JobQueueGroup:
         *,
         declaration: Declaration | None = None,
         sqs_client: Any = None,
+        sqs_client_factory: Callable[[], Any] | None = None,
         queue_urls: Mapping[str, str] | None = None,
         dedup_store: RootJobRecorder | None = None,
         clock: Clock | None = None,
         max_send_attempts: int = 5,
         sleep: Callable[[float], None] = time.sleep,
         _transport: _Transport | None = None,
+        _child_ids: _ChildIds | None = None,
     ) -> None:
         self.domain = domain
+        self._child_ids = _child_ids
         self._transport = _transport or _Transport(
             declaration=declaration or declaration_from_environment(),
-            client_factory=(lambda: sqs_client) if sqs_client is not None else _default_sqs_client,
+            client_factory=(lambda: sqs_client)
+            if sqs_client is not None
+            else (sqs_client_factory or _default_sqs_client),
             queue_urls=queue_urls or {},
             root_recorder=dedup_store,
             clock=clock or SystemClock(),
             sleep=sleep,
             max_send_attempts=max(1, max_send_attempts),
         )
-        self._transport.groups.setdefault(domain, self)
+        if _child_ids is None:
+            self._transport.groups.setdefault(domain, self)
         self._buffer: list[JobSpecification] = []
         self._buffer_lock = threading.Lock()
         self._deferred_depth = threading.local()
@@ -155,17 +197,29 @@ class JobQueueGroup:
     # -- domains -------------------------------------------------------------
 
     def _sibling(self, domain: str | None) -> JobQueueGroup:
+        if self._child_ids is not None:  # a parent job pushing to another domain: IDs still derive from it
+            return JobQueueGroup(domain, _transport=self._transport, _child_ids=self._child_ids)
         with self._transport._lock:
             group = self._transport.groups.get(domain)
             if group is None:
                 group = JobQueueGroup(domain, _transport=self._transport)
             return group
 
+    def for_job(self, parent: JobSpecification) -> JobQueueGroup:
+        """A group for the parent's domain whose pushes give each spec without an
+        explicit ID one derived from the parent's ID and the push order. The
+        runner hands one to every attempt: a retried parent pushes the same IDs
+        again, so the de-duplication of ``deliver_once`` and
+        ``remove_duplicates`` types catches the repeats."""
+        return JobQueueGroup(parent.domain, _transport=self._transport, _child_ids=_ChildIds(parent))
+
     @classmethod
     def _default_for_domain(cls, domain: str | None) -> JobQueueGroup:
         with cls._defaults_lock:
             if None not in cls._defaults:
-                cls._defaults[None] = cls()
+                from jobkit.wiring import Wiring
+
+                cls._defaults[None] = Wiring.from_environment().group()
             root = cls._defaults[None]
         return root._sibling(domain)
 
@@ -187,10 +241,7 @@ class JobQueueGroup:
             JobQueueError: some jobs were not enqueued; it lists exactly which,
                 and why. All the others were enqueued.
         """
-        specs = [jobs] if isinstance(jobs, JobSpecification) else list(jobs)
-        for spec in specs:
-            if not isinstance(spec, JobSpecification):
-                raise TypeError(f"push() takes JobSpecification objects, got {type(spec).__name__}")
+        specs = self._adopt(jobs)
         if not specs:
             return []
         now = self._transport.clock.now()
@@ -205,7 +256,7 @@ class JobQueueGroup:
 
     def lazy_push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> None:
         """Buffer jobs until :meth:`flush` (MediaWiki's lazyPush)."""
-        specs = [jobs] if isinstance(jobs, JobSpecification) else list(jobs)
+        specs = self._adopt(jobs)
         with self._buffer_lock:
             self._buffer.extend(specs)
 
@@ -271,16 +322,40 @@ class JobQueueGroup:
 
         return middleware
 
-    def deduplicate_root_job(self, spec: JobSpecification) -> None:
+    def deduplicate_root_job(self, spec: JobSpecification) -> bool:
         """Record a root job's timestamp so older leaves are superseded, without
-        pushing it (MediaWiki's deduplicateRootJob, for "virtual" roots)."""
+        pushing it (MediaWiki's deduplicateRootJob, for "virtual" roots).
+
+        Returns:
+            True if it was recorded; False if the jobs table could not be written
+            (logged as a warning: older leaves then run, which costs work, never
+            correctness).
+
+        Raises:
+            SpecError: the spec has no root-job params, or its timestamp is more
+                than the allowed clock skew ahead.
+        """
         if not spec.has_root_job_params():
-            raise JobKitError(f"{spec.type} {spec.id}: has no rootJobSignature/rootJobTimestamp params")
+            raise SpecError(f"{spec.type} {spec.id}: has no rootJobSignature/rootJobTimestamp params")
         if self._transport.root_recorder is None:
             raise JobKitError("this JobQueueGroup has no dedup store to record root jobs in")
-        self._transport.root_recorder.record_root(self._with_domain(spec))
+        try:
+            self._transport.root_recorder.record_root(self._with_domain(spec))
+        except SpecError:
+            raise
+        except JobKitError as exc:
+            log.warning("could not record root job %s %s: %s", spec.type, spec.id, exc)
+            return False
+        return True
 
     # -- internals -------------------------------------------------------------
+
+    def _adopt(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[JobSpecification]:
+        specs = [jobs] if isinstance(jobs, JobSpecification) else list(jobs)
+        for spec in specs:
+            if not isinstance(spec, JobSpecification):
+                raise TypeError(f"push() takes JobSpecification objects, got {type(spec).__name__}")
+        return self._child_ids.adopt(specs) if self._child_ids is not None else specs
 
     def _with_domain(self, spec: JobSpecification) -> JobSpecification:
         return spec if spec.domain is not None or self.domain is None else spec.replace(domain=self.domain)
@@ -303,13 +378,17 @@ class JobQueueGroup:
         return entries, failed
 
     def _entry(self, spec: JobSpecification, now: float) -> _Entry:
+        # Refuse here what a runner would dead-letter as poison.
+        spec.check_root_job_params()
+        spec.check_times(now)
         queue_url = self._transport.directory.queue_url(spec.type)
         body = spec.to_message()
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
         size = message_size(body, attributes)
-        if size > MAX_MESSAGE_BYTES:
+        if size > MAX_JOB_BYTES:
             raise SpecError(
-                f"{spec.type} {spec.id}: message is {size} bytes, over the SQS limit of {MAX_MESSAGE_BYTES};"
+                f"{spec.type} {spec.id}: message is {size} bytes, over the {MAX_JOB_BYTES} a job may have (the SQS"
+                f" limit less {RUNNER_RESERVED_BYTES} bytes the runner needs to re-enqueue it);"
                 " pass a reference (an S3 key, a page ID) instead of the data"
             )
         release_in = (spec.release_at - now) if spec.release_at is not None else 0
@@ -419,7 +498,6 @@ class _FlushOnClose:
 
 
 def _default_sqs_client() -> Any:
-    import boto3
-    from botocore.config import Config
+    from jobkit.wiring import AwsClients
 
-    return boto3.client("sqs", config=Config(retries={"mode": "standard", "max_attempts": 3}))
+    return AwsClients().sqs

@@ -32,6 +32,19 @@ ROOT_JOB_PARAMS = ("rootJobSignature", "rootJobTimestamp", "rootJobIsSelf")
 #: are duplicates (MediaWiki's Job::getDeduplicationInfo()).
 DEDUP_EXCLUDED_PARAMS = (*ROOT_JOB_PARAMS, "jobReleaseTimestamp", "requestId")
 
+#: How far ahead of the checking clock (the pusher's, then the runner's) an
+#: enqueue time or a root-job timestamp may be: hosts' clocks drift, but a value
+#: further ahead is a skewed host or milliseconds passed as seconds. A root
+#: timestamp from the future would supersede every real edit until it expires.
+MAX_CLOCK_SKEW_S = 300.0
+#: The latest release time: this long after the enqueue time. A longer delay
+#: hops every 15 minutes for a year; a release time in milliseconds would hop forever.
+MAX_RELEASE_DELAY_S = 366 * 24 * 3600.0
+#: Epoch seconds above this (the year 5138) are almost surely milliseconds.
+_MILLISECONDS_FROM = 1e11
+#: JSON integers beyond this are not exact as floats (and a 400-digit one overflows one).
+_MAX_SAFE_INTEGER = 2**53
+
 TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 SIGNATURE_PATTERN = re.compile(r"^[0-9a-f]{40}$")
@@ -93,12 +106,12 @@ class JobSpecification:
     """
 
     __slots__ = (
+        "_id_generated",
         "delay",
         "domain",
         "enqueued_at",
         "id",
         "params",
-        "prior_attempts",
         "release_at",
         "remove_duplicates",
         "remove_duplicates_ignore_params",
@@ -117,7 +130,6 @@ class JobSpecification:
         delay: float | timedelta | None = None,
         id: str | None = None,  # noqa: A002
         enqueued_at: float | None = None,
-        prior_attempts: int = 0,
     ) -> None:
         if not isinstance(type, str) or not TYPE_PATTERN.match(type):
             raise SpecError(f"job type must be a name like 'htmlCacheUpdate', got {type!r}")
@@ -138,11 +150,11 @@ class JobSpecification:
         self.delay = delay.total_seconds() if isinstance(delay, timedelta) else delay
         if self.delay is not None and (not _is_number(self.delay) or self.delay < 0):
             raise SpecError(f"{type}: delay must be a non-negative number of seconds")
+        self._id_generated = id is None
         self.id = id if id is not None else str(uuid.uuid4())
         if not isinstance(self.id, str) or not ID_PATTERN.match(self.id):
             raise SpecError(f"{type}: job id must match {ID_PATTERN.pattern}, got {self.id!r}")
         self.enqueued_at = enqueued_at
-        self.prior_attempts = prior_attempts
 
     # -- MediaWiki's IJobSpecification ---------------------------------
 
@@ -185,6 +197,43 @@ class JobSpecification:
         return float(value) if value is not None and _is_number(value) else None
 
     @property
+    def id_generated(self) -> bool:
+        """Whether the ID was made up here (no ``id`` was given): jobs pushed from
+        a job get IDs derived from their parent's instead, so a retried parent
+        pushes the same IDs again."""
+        return self._id_generated
+
+    def check_root_job_params(self) -> None:
+        """Refuse half or malformed root-job params, as a runner would.
+
+        Raises:
+            SpecError: a signature without a timestamp (or a null one), or either malformed.
+        """
+        _validate_root_params(self.params)
+
+    def check_times(self, now: float) -> None:
+        """Refuse timestamps no clock could have made (see :data:`MAX_CLOCK_SKEW_S`).
+
+        Raises:
+            SpecError: naming the field: an enqueue time or root-job timestamp more
+                than :data:`MAX_CLOCK_SKEW_S` ahead of ``now``, or a release time
+                more than :data:`MAX_RELEASE_DELAY_S` after the enqueue time.
+        """
+        fields = (("enqueuedAt", self.enqueued_at), ("params.rootJobTimestamp", self.root_job_timestamp))
+        for field, value in fields:
+            if value is not None and value > now + MAX_CLOCK_SKEW_S:
+                raise SpecError(
+                    f"{self.type} {self.id}: {field} is {_ahead(value, now)} ahead of this clock, more than the"
+                    f" {MAX_CLOCK_SKEW_S:.0f} s of skew allowed{_milliseconds_hint(value)}"
+                )
+        release, enqueued = self.release_at, self.enqueued_at
+        if release is not None and enqueued is not None and release > enqueued + MAX_RELEASE_DELAY_S:
+            raise SpecError(
+                f"{self.type} {self.id}: releaseAt is {_ahead(release, enqueued)} after enqueuedAt, more than"
+                f" the {MAX_RELEASE_DELAY_S / 86400:.0f} days a job may be delayed{_milliseconds_hint(release)}"
+            )
+
+    @property
     def ready_at(self) -> float | None:
         """When the job may first run: its release time, else its enqueue time."""
         return self.release_at if self.release_at is not None else self.enqueued_at
@@ -207,6 +256,8 @@ class JobSpecification:
         for name in self.__slots__:
             object.__setattr__(copy, name, changes.get(name, getattr(self, name)))
         copy.params = dict(copy.params)
+        if "id" in changes:
+            copy._id_generated = False
         return copy
 
     # -- wire format -----------------------------------------------------
@@ -226,8 +277,6 @@ class JobSpecification:
         }
         if self.remove_duplicates_ignore_params:
             data["removeDuplicatesIgnoreParams"] = list(self.remove_duplicates_ignore_params)
-        if self.prior_attempts:
-            data["priorAttempts"] = self.prior_attempts
         return data
 
     def to_message(self) -> str:
@@ -264,9 +313,14 @@ class JobSpecification:
                 wire version, or breaks the schema.
         """
         try:
-            data = json.loads(body, parse_constant=_reject_constant)
+            data = json.loads(body, parse_constant=_reject_constant, object_pairs_hook=_object_without_duplicates)
         except RecursionError as exc:  # e.g. 10,000 nested arrays: json's C parser recurses
             raise SpecError("message body nests too deeply to parse") from exc
+        except _DuplicateKey as exc:
+            raise SpecError(
+                f"message body has the key {_short(exc.key)} twice in one object: JSON parsers disagree on which"
+                " one counts, so the body is ambiguous"
+            ) from exc
         except (ValueError, UnicodeDecodeError) as exc:
             raise SpecError(f"message body is not valid JSON: {str(exc)[:200]}") from exc
         text = body if isinstance(body, str) else body.decode("utf-8", "ignore")
@@ -276,6 +330,12 @@ class JobSpecification:
 
     @classmethod
     def from_dict(cls, data: Any) -> JobSpecification:
+        """Build a spec from a decoded body, checking it against the v1 schema.
+
+        ``priorAttempts``, which runners before 0.2 wrote into deferred copies,
+        is accepted and ignored: a runner keeps that count where no sender can
+        set it (see :mod:`jobkit.dedup`).
+        """
         _validate_wire(data)
         return cls(
             data["type"],
@@ -286,13 +346,12 @@ class JobSpecification:
             release_at=data.get("releaseAt"),
             id=data["id"],
             enqueued_at=float(data["enqueuedAt"]),
-            prior_attempts=data.get("priorAttempts", 0),
         )
 
     # -- value semantics -------------------------------------------------
 
     def _key(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
+        return tuple(getattr(self, name) for name in self.__slots__ if name != "_id_generated")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, JobSpecification) and self._key() == other._key()
@@ -305,6 +364,33 @@ class JobSpecification:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return data
+
+
+def _ahead(value: float, now: float) -> str:
+    seconds = value - now
+    return f"{seconds:,.0f} s" if seconds < 86400 * 2 else f"{seconds / 86400:,.0f} days"
+
+
+def _milliseconds_hint(value: float) -> str:
+    if value >= _MILLISECONDS_FROM:
+        return " (it looks like milliseconds: the wire format counts epoch seconds)"
+    return ": is the sending host's clock right?"
 
 
 def _check_unicode(data: Any) -> None:
@@ -328,7 +414,11 @@ def _short(value: Any, limit: int = 100) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):  # a 400-digit integer is valid JSON, but no float, and no time
+        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _epoch(value: float | datetime) -> float:
@@ -377,7 +467,7 @@ def _validate_wire(data: Any) -> None:
             "priorAttempts",
             isinstance(data.get("priorAttempts", 0), int)
             and not isinstance(data.get("priorAttempts", 0), bool)
-            and data.get("priorAttempts", 0) >= 0,
+            and 0 <= int(data.get("priorAttempts", 0)) <= _MAX_SAFE_INTEGER,
             "a non-negative integer",
         ),
     ]
@@ -391,12 +481,24 @@ def _validate_wire(data: Any) -> None:
 
 
 def _validate_root_params(params: dict[str, Any]) -> None:
+    """A root job's signature and timestamp come together, or not at all: a leaf
+    with half of them could be neither superseded nor told apart from a plain job."""
+    if "rootJobSignature" not in params and "rootJobTimestamp" not in params:
+        is_self = params.get("rootJobIsSelf")
+        if is_self is not None and not isinstance(is_self, bool):
+            raise SpecError(f"params.rootJobIsSelf must be a boolean, got {_short(is_self)}")
+        return
     signature = params.get("rootJobSignature")
-    if signature is not None and not (isinstance(signature, str) and SIGNATURE_PATTERN.match(signature)):
-        raise SpecError(f"params.rootJobSignature must be 40 lowercase hex digits, got {_short(signature)}")
-    timestamp = params.get("rootJobTimestamp")
-    if timestamp is not None and not (_is_number(timestamp) and timestamp >= 0):
-        raise SpecError(f"params.rootJobTimestamp must be epoch seconds, got {_short(timestamp)}")
+    if not (isinstance(signature, str) and SIGNATURE_PATTERN.match(signature)):
+        raise SpecError(
+            f"params.rootJobSignature must be 40 lowercase hex digits next to params.rootJobTimestamp,"
+            f" got {_short(signature)}"
+        )
+    timestamp: Any = params.get("rootJobTimestamp")
+    if not (_is_number(timestamp) and timestamp >= 0):
+        raise SpecError(
+            f"params.rootJobTimestamp must be epoch seconds next to params.rootJobSignature, got {_short(timestamp)}"
+        )
     is_self = params.get("rootJobIsSelf")
     if is_self is not None and not isinstance(is_self, bool):
         raise SpecError(f"params.rootJobIsSelf must be a boolean, got {_short(is_self)}")

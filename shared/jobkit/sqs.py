@@ -6,6 +6,7 @@ at import time.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,12 +14,26 @@ from typing import Any
 
 from jobkit.config import Declaration
 
+log = logging.getLogger(__name__)
+
 #: SQS limits (2025 onwards: messages and batches up to 1 MiB).
 MAX_MESSAGE_BYTES = 1_048_576
 MAX_BATCH_BYTES = 1_048_576
 MAX_BATCH_ENTRIES = 10
 MAX_DELAY_S = 900
 MAX_VISIBILITY_S = 43_200
+
+#: Room a job leaves in its message for what the runner adds when it
+#: re-enqueues it (a deferral's marker attribute): a job of at most
+#: :data:`MAX_JOB_BYTES` can always be deferred and hopped. Push refuses larger
+#: jobs, and the runner treats a larger message from another producer as poison.
+RUNNER_RESERVED_BYTES = 256
+MAX_JOB_BYTES = MAX_MESSAGE_BYTES - RUNNER_RESERVED_BYTES
+
+#: The attribute a deferred copy carries: the runner looks up, by the copy's
+#: message ID, how many attempts its job had used. Anyone may set the
+#: attribute; only the runner can write what it points to.
+DEFERRED_ATTRIBUTE = "jobkit.deferred"
 
 #: The message attribute every jobkit message carries, so ops tools can filter
 #: by type without parsing bodies.
@@ -66,11 +81,6 @@ def number_attribute(value: float) -> dict[str, str]:
     return {"DataType": "Number", "StringValue": repr(value) if isinstance(value, float) else str(value)}
 
 
-def queue_name_from_arn(arn: str) -> str:
-    """``arn:aws:sqs:eu-west-1:123456789012:jobkit-refreshLinks`` -> ``jobkit-refreshLinks``."""
-    return arn.rsplit(":", 1)[-1]
-
-
 class QueueDirectory:
     """Resolves SQS queue names to URLs: from a given map (the deployed stack
     passes its URLs in the environment), else with one GetQueueUrl per queue
@@ -90,6 +100,10 @@ class QueueDirectory:
             with self._lock:
                 self._urls[sqs_name] = url
         return url
+
+    def sqs_name(self, queue: str) -> str:
+        """The SQS name of a declared queue."""
+        return self._declaration.queue_name(queue)
 
     def queue_url(self, job_type: str) -> str:
         """The URL of the queue that serves a declared job type."""
@@ -127,27 +141,39 @@ class DeadLetterReason:
 
 
 class SqsQueues:
-    """The queue operations the runner needs beyond what the event source
-    mapping does for it: visibility backoff, dead-lettering, re-enqueueing."""
+    """The queue operations a runner needs beyond what the event source
+    mapping does for it: visibility backoff, dead-lettering, re-enqueueing.
+    Bound to the runner's one queue (a declared queue name): every record it
+    handles came from there."""
 
-    def __init__(self, sqs_client: Any, directory: QueueDirectory) -> None:
+    def __init__(self, sqs_client: Any, directory: QueueDirectory, queue: str) -> None:
         self._client = sqs_client
         self._directory = directory
+        self._queue = queue
 
-    def url_from_arn(self, queue_arn: str) -> str:
-        return self._directory.url(queue_name_from_arn(queue_arn))
+    @property
+    def _sqs_name(self) -> str:
+        return self._directory.sqs_name(self._queue)
 
-    def change_visibility(self, queue_arn: str, receipt_handle: str, seconds: int) -> None:
+    @property
+    def _url(self) -> str:
+        return self._directory.url(self._sqs_name)
+
+    def change_visibility(self, receipt_handle: str, seconds: int) -> None:
         self._client.change_message_visibility(
-            QueueUrl=self.url_from_arn(queue_arn),
+            QueueUrl=self._url,
             ReceiptHandle=receipt_handle,
             VisibilityTimeout=max(0, min(MAX_VISIBILITY_S, int(seconds))),
         )
 
     def dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, now: float) -> None:
         """Copy the message to its queue's DLQ with the reason attached, then
-        delete the original. If the copy fails, the original is left alone."""
-        source = queue_name_from_arn(record["eventSourceARN"])
+        delete the original. If the copy fails, it raises and the original is
+        left alone. Once the copy is sent, the job is dead-lettered: a failed
+        delete is left to the event source mapping, which deletes every record
+        the handler does not report as failed (reporting it would only make a
+        second DLQ copy)."""
+        source = self._sqs_name
         body, attributes = dead_letter_copy(
             record["body"],
             reason.attributes(source, now),
@@ -156,21 +182,29 @@ class SqsQueues:
         self._client.send_message(
             QueueUrl=self._directory.dlq_url_for(source), MessageBody=body, MessageAttributes=attributes
         )
-        self.delete(record)
+        try:
+            self.delete(record)
+        except Exception:
+            log.warning("dead-lettered %s, but could not delete the original: the poller will", record["messageId"])
 
     def delete(self, record: Mapping[str, Any]) -> None:
-        self._client.delete_message(
-            QueueUrl=self.url_from_arn(record["eventSourceARN"]), ReceiptHandle=record["receiptHandle"]
-        )
+        self._client.delete_message(QueueUrl=self._url, ReceiptHandle=record["receiptHandle"])
 
-    def requeue(self, record: Mapping[str, Any], body: str, delay_s: int) -> None:
-        """Send a new copy of a message to its own queue (a delay hop or a deferral)."""
-        self._client.send_message(
-            QueueUrl=self.url_from_arn(record["eventSourceARN"]),
-            MessageBody=body,
+    def requeue(
+        self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, dict[str, str]] | None = None
+    ) -> str:
+        """Send a new copy of a message to its own queue (a delay hop or a
+        deferral): the same body, the sender's own attributes (never a
+        ``jobkit.*`` one it carried), and ``extra_attributes``. Returns the
+        copy's message ID."""
+        attributes = {**sendable_attributes(record.get("messageAttributes") or {}), **(extra_attributes or {})}
+        response = self._client.send_message(
+            QueueUrl=self._url,
+            MessageBody=record["body"],
             DelaySeconds=max(0, min(MAX_DELAY_S, int(delay_s))),
-            MessageAttributes=sendable_attributes(record.get("messageAttributes") or {}),
+            MessageAttributes=attributes,
         )
+        return str(response["MessageId"])
 
 
 def dead_letter_copy(

@@ -1,9 +1,10 @@
 """Job status: what a job of a ``track_status`` type is doing, or did.
 
-The runner records, per attempt, one status record keyed by job ID:
-``running`` when the attempt starts, then ``succeeded``, ``failed`` (with the
-error and whether it will be retried) or ``skipped`` (a duplicate, or
-superseded by a newer root job). A job may report its progress
+The runner records, per attempt, one status record keyed by type, domain and
+job ID: ``running`` when the attempt starts, then ``succeeded``, ``failed``
+(with the error and whether it will be retried) or ``skipped`` (a duplicate,
+or superseded by a newer root job); ``timed_out`` when the deadline watchdog
+finds the attempt still running shortly before the Lambda's deadline. A job may report its progress
 (:meth:`jobkit.Job.report_progress`) and a JSON result
 (:meth:`jobkit.Job.set_result`); ``jobkit job ID`` shows them.
 
@@ -22,75 +23,24 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import Clock
-from jobkit.dedup import DAY_S
 from jobkit.errors import JobKitError
+from jobkit.records import STATUS_RECORD_TTL_S, JobState, JobStatus
 
 if TYPE_CHECKING:
-    from jobkit.dedup import DedupBackend
+    from jobkit.records import RecordsBackend
     from jobkit.spec import JobSpecification
 
 log = logging.getLogger(__name__)
 
-STATUS_RECORD_TTL_S = 14 * DAY_S  # as long as failure records and dead letters
 PROGRESS_INTERVAL_S = 5.0  # the least time between two writes of one attempt's progress
 MAX_RESULT_BYTES = 64 * 1024  # well inside DynamoDB's 400 KB item limit
 MAX_ERROR_CHARS = 4096
 
-
-class JobState(StrEnum):
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """The status record of one job: its latest attempt.
-
-    Attributes:
-        progress: percent, 0 to 100, as the job last reported it (100 once it succeeded).
-        result: the JSON text the job set with :meth:`jobkit.Job.set_result`.
-        will_retry: for ``failed``: whether the message goes back to the queue.
-        note: for ``skipped``: why.
-    """
-
-    job_id: str
-    job_type: str
-    domain: str | None
-    state: JobState
-    attempt: int
-    updated_at: float
-    started_at: float | None = None
-    finished_at: float | None = None
-    progress: float | None = None
-    result: str | None = None
-    error: str | None = None
-    will_retry: bool = False
-    note: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as JSON-ready data, with the result decoded."""
-        return {
-            "job_id": self.job_id,
-            "type": self.job_type,
-            "domain": self.domain,
-            "state": str(self.state),
-            "attempt": self.attempt,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "updated_at": self.updated_at,
-            "progress": self.progress,
-            "result": json.loads(self.result) if self.result is not None else None,
-            "error": self.error,
-            "will_retry": self.will_retry,
-            "note": self.note,
-        }
+__all__ = ["NO_STATUS", "JobState", "JobStatus", "RecordingStatusTracker", "StatusTracker"]
 
 
 def check_progress(percent: Any) -> float:
@@ -147,18 +97,21 @@ class StatusTracker:
     def skipped(self, at: float, reason: str) -> None:
         """The job was not run: a duplicate, or superseded."""
 
+    def timed_out(self, at: float, error: str) -> None:
+        """The attempt is still running shortly before the Lambda deadline (the watchdog)."""
+
 
 class RecordingStatusTracker(StatusTracker):
-    """Records one attempt's status in the jobs table (a ``status#{job id}`` item).
+    """Records one attempt's status in the jobs table (a status item, see :mod:`jobkit.record_keys`).
 
     Args:
-        backend: where the record lives (the dedup store's backend).
+        backend: where the record lives (the jobs table).
         spec: the job.
         attempt: the attempt number.
         clock: the time source, for progress throttling and expiry.
     """
 
-    def __init__(self, backend: DedupBackend, spec: JobSpecification, attempt: int, clock: Clock) -> None:
+    def __init__(self, backend: RecordsBackend, spec: JobSpecification, attempt: int, clock: Clock) -> None:
         self._backend = backend
         self._clock = clock
         self._status = JobStatus(spec.id, spec.type, spec.domain, JobState.RUNNING, attempt, clock.now())
@@ -197,6 +150,10 @@ class RecordingStatusTracker(StatusTracker):
 
     def skipped(self, at: float, reason: str) -> None:
         self._status = replace(self._status, state=JobState.SKIPPED, finished_at=at, note=reason)
+        self._write(at)
+
+    def timed_out(self, at: float, error: str) -> None:
+        self._status = replace(self._status, state=JobState.TIMED_OUT, error=error[:MAX_ERROR_CHARS], will_retry=True)
         self._write(at)
 
     def _write(self, now: float) -> None:

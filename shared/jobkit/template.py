@@ -5,7 +5,11 @@ event source, and alarms; per job type: a pickup-delay alarm and dashboard
 widgets; once: the jobkit layer, the jobs table, an optional alarm topic and
 the dashboard. Every runner gets least-privilege IAM: it may consume only its
 own queue, send only to its own queue (delay hops and deferrals), the queues of
-the types its jobs push, and its own DLQ, and use only the jobs table.
+the types its jobs push, and its own DLQ, and use only its own types' records in
+the jobs table, plus the root records of the types its jobs push
+(``dynamodb:LeadingKeys``, see :mod:`jobkit.record_keys`). Apps that push attach
+the ``ProducerPolicy`` managed policy. What is stored where, and who may read
+it: docs/security.md.
 
 Resources of the user's own (an S3 bucket the jobs write to, say) go in
 ``infra/template-extra.yaml``; they are merged in and never overwritten.
@@ -15,12 +19,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from jobkit.config import Declaration, QueueConfig, declaration_to_dict
 from jobkit.errors import ConfigError
+from jobkit.record_keys import own_records_pattern, root_records_pattern
 from jobkit.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
 
 RUNTIME = "python3.12"  # python3.11 runs on Amazon Linux 2, which Lambda deprecated on 2026-06-30
@@ -31,6 +36,13 @@ HEADER = (
     "# or add resources of your own to infra/template-extra.yaml, and run `jobkit template` again.\n"
 )
 SECTIONS_USERS_MAY_EXTEND = ("Parameters", "Conditions", "Resources", "Outputs")
+# fmt: off
+#: The retention periods CloudWatch Logs accepts (PutRetentionPolicy), in days.
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
+                      1096, 1827, 2192, 2557, 2922, 3288, 3653)
+# fmt: on
+#: What the runner does with the table: claims, failure and status records, reads of them.
+RUNNER_TABLE_ACTIONS = [f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query")]
 
 #: checkov findings that do not apply, with why; checkov reads these from each
 #: resource's ``Metadata`` (``checkov -f template.yaml --framework cloudformation``).
@@ -40,9 +52,11 @@ CHECKOV_SKIPS = {
         " this check only recognises SSE-KMS (KmsMasterKeyId)"
     ),
     "CKV_AWS_119": (
-        "Encrypted at rest with the AWS managed key (SSESpecification.SSEEnabled); the table holds job IDs,"
-        " dedup hashes, root timestamps, claims and failure messages, not job params, and a customer managed"
-        " key would add a key policy to run and a KMS charge to every dedup request"
+        "Encrypted at rest with the AWS managed key (SSESpecification.SSEEnabled). The table holds job IDs,"
+        " dedup hashes, root timestamps, claims, and for 14 days failure and status records: the error"
+        " messages jobs raise (which may quote params unless the job overrides Job.error_message) and the"
+        " results of track_status types; never the params themselves (see docs/security.md). A customer"
+        " managed key would add a key policy to run and a KMS charge to every dedup request"
     ),
     "CKV_AWS_116": (
         "A function DLQ only catches failed asynchronous invocations; the event source mapping invokes the"
@@ -58,8 +72,19 @@ CHECKOV_SKIPS = {
         " it throttles invocations that then return messages to the queue"
     ),
     "CKV_AWS_173": (
-        "The environment holds no secrets (the job declaration, the stack prefix, queue URLs, the log level)"
-        " and Lambda encrypts it at rest with its AWS managed key"
+        "The environment holds no secrets and no job data (the declared types and their settings, the stack"
+        " prefix, the queue name and URLs, the log level), and Lambda encrypts it at rest with its AWS managed"
+        " key; see docs/security.md"
+    ),
+    "CKV_AWS_26": (
+        "The topic carries only alarm state changes (alarm name, metric, threshold, time), no job data;"
+        " CloudWatch alarms cannot publish to a topic encrypted with the AWS managed SNS key (alias/aws/sns),"
+        " and a customer managed key would add a key policy to run and a KMS charge"
+    ),
+    "CKV_AWS_158": (
+        "CloudWatch Logs encrypts every log group at rest by default; the only job-derived text in the"
+        " runner's logs is the error messages jobs raise (params are logged at DEBUG only), kept for"
+        " LogRetentionDays; a customer managed key would add a key policy to run. See docs/security.md"
     ),
 }
 
@@ -80,7 +105,13 @@ def build(declaration: Declaration, extra: Mapping[str, Any] | None = None) -> d
         "Parameters": _parameters(declaration),
         "Conditions": {"HasAlarmEmail": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmEmail"}, ""]}]}},
         "Resources": {**_shared_resources(declaration)},
-        "Outputs": {"JobsTableName": {"Description": "The jobs table", "Value": {"Ref": "JobsTable"}}},
+        "Outputs": {
+            "JobsTableName": {"Description": "The jobs table", "Value": {"Ref": "JobsTable"}},
+            "ProducerPolicyArn": {
+                "Description": "The managed policy an app's role attaches to push jobs",
+                "Value": {"Ref": "ProducerPolicy"},
+            },
+        },
     }
     for queue in declaration.queues.values():
         template["Resources"].update(_queue_resources(declaration, queue))
@@ -147,6 +178,12 @@ def _parameters(declaration: Declaration) -> dict[str, Any]:
             "MinValue": 60,
             "Description": "Alarm when a queue's oldest message is older than this",
         },
+        "LogRetentionDays": {
+            "Type": "Number",
+            "Default": 30,
+            "AllowedValues": list(LOG_RETENTION_DAYS),
+            "Description": "How many days the runners' log groups keep their logs (which carry jobs' error messages)",
+        },
     }
 
 
@@ -185,14 +222,61 @@ def _shared_resources(declaration: Declaration) -> dict[str, Any]:
             },
             "Metadata": _checkov_skips("CKV_AWS_119"),
         },
+        # Unencrypted: CloudWatch alarms cannot publish to a topic encrypted with
+        # alias/aws/sns, and the topic carries alarm state changes, no job data.
         "AlarmTopic": {
             "Type": "AWS::SNS::Topic",
             "Condition": "HasAlarmEmail",
             "Properties": {
                 "TopicName": {"Fn::Sub": "${Prefix}-alarms"},
-                "KmsMasterKeyId": "alias/aws/sns",
                 "Subscription": [{"Protocol": "email", "Endpoint": {"Ref": "AlarmEmail"}}],
             },
+            "Metadata": _checkov_skips("CKV_AWS_26"),
+        },
+        "ProducerPolicy": _producer_policy(declaration),
+    }
+
+
+def _producer_policy(declaration: Declaration) -> dict[str, Any]:
+    """What an app that pushes needs: send to every job queue (not the DLQs), look
+    their URLs up, and record the root jobs it pushes. An app's role attaches it."""
+    return {
+        "Type": "AWS::IAM::ManagedPolicy",
+        "Properties": {
+            "ManagedPolicyName": {"Fn::Sub": "${Prefix}-producer"},
+            "Description": "jobkit: push jobs of every declared type (attach to an app's role)",
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "SendToJobQueues",
+                        "Effect": "Allow",
+                        "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
+                        "Resource": [
+                            {"Fn::GetAtt": [f"{logical_id(name)}Queue", "Arn"]} for name in declaration.queues
+                        ],
+                    },
+                    _table_statement(
+                        "RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)
+                    ),
+                ],
+            },
+        },
+    }
+
+
+def _table_statement(sid: str, actions: list[str], leading_keys: Iterable[str]) -> dict[str, Any]:
+    """Actions on the jobs table, only on records whose partition key matches one of
+    ``leading_keys``. ``ForAllValues`` holds for a request without a partition key
+    (a Scan, say), so the ``Null`` condition requires one."""
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": list(actions),
+        "Resource": {"Fn::GetAtt": ["JobsTable", "Arn"]},
+        "Condition": {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": sorted(leading_keys)},
+            "Null": {"dynamodb:LeadingKeys": "false"},
         },
     }
 
@@ -227,6 +311,16 @@ def _queue_resources(declaration: Declaration, queue: QueueConfig) -> dict[str, 
             "Metadata": _checkov_skips("CKV_AWS_27"),
         },
         f"{q}Runner": _runner_function(declaration, queue),
+        # Declared, rather than left to Lambda to create on first write, so that its
+        # logs expire. The runner logs to it by name and by LoggingConfig.
+        f"{q}RunnerLogGroup": {
+            "Type": "AWS::Logs::LogGroup",
+            "Properties": {
+                "LogGroupName": {"Fn::Sub": f"/aws/lambda/${{Prefix}}-runner-{queue.name}"},
+                "RetentionInDays": {"Ref": "LogRetentionDays"},
+            },
+            "Metadata": _checkov_skips("CKV_AWS_158"),
+        },
         # The event source mapping is declared here rather than as the function's
         # SAM `Events`: for an SQS event SAM attaches the managed policy
         # AWSLambdaSQSQueueExecutionRole, which allows receiving and deleting on
@@ -274,9 +368,14 @@ def _runner_function(declaration: Declaration, queue: QueueConfig) -> dict[str, 
     urls = {f"${{Prefix}}-{name}": f"${{{logical_id(name)}Queue}}" for name in target_queues}
     urls[f"${{Prefix}}-{queue.name}-dlq"] = f"${{{q}DeadLetterQueue}}"
     urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)
-    _check_environment_size(declaration, queue, declaration_json, urls_json)
+    _check_environment_size(declaration, queue, declaration_json, urls_json, queue.name)
     queue_arns = [{"Fn::GetAtt": [f"{logical_id(name)}Queue", "Arn"]} for name in target_queues]
-    table_arn = {"Fn::GetAtt": ["JobsTable", "Arn"]}
+    # All records of its own types; of the other types its jobs push, only the root
+    # records (pushing a root job records its root timestamp).
+    table_statements = [_table_statement("UseOwnTypesRecords", RUNNER_TABLE_ACTIONS, map(own_records_pattern, own))]
+    if targets - own:
+        pushed = map(root_records_pattern, targets - own)
+        table_statements.append(_table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
     properties: dict[str, Any] = {
         "FunctionName": {"Fn::Sub": f"${{Prefix}}-runner-{queue.name}"},
         "Description": f"jobkit runner for queue {queue.name}: {', '.join(queue.types)}",
@@ -287,10 +386,12 @@ def _runner_function(declaration: Declaration, queue: QueueConfig) -> dict[str, 
         "Timeout": queue.timeout_s,
         "MemorySize": queue.memory_mb,
         "Layers": [{"Ref": "JobkitLayer"}],
+        "LoggingConfig": {"LogGroup": {"Ref": f"{q}RunnerLogGroup"}},
         "Environment": {
             "Variables": {
                 "JOBKIT_DECLARATION": declaration_json,
                 "JOBKIT_PREFIX": {"Ref": "Prefix"},
+                "JOBKIT_QUEUE": queue.name,
                 "JOBKIT_QUEUE_URLS": {"Fn::Sub": urls_json},
                 "POWERTOOLS_LOG_LEVEL": "INFO",
             }
@@ -317,12 +418,7 @@ def _runner_function(declaration: Declaration, queue: QueueConfig) -> dict[str, 
                         "Action": ["sqs:SendMessage"],
                         "Resource": [*queue_arns, {"Fn::GetAtt": [f"{q}DeadLetterQueue", "Arn"]}],
                     },
-                    {
-                        "Sid": "UseJobsTable",
-                        "Effect": "Allow",
-                        "Action": ["dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"],
-                        "Resource": table_arn,
-                    },
+                    *table_statements,
                 ]
             }
         ],

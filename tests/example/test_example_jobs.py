@@ -28,6 +28,41 @@ def test_a_bad_address_fails_for_good_and_the_error_surfaces(jobkit_stack: Jobki
         jobkit_stack.drain()
     [dead] = jobkit_stack.dead_letters("enotifNotify")
     assert dead["MessageAttributes"]["jobkit.reason"]["StringValue"] == "non_retryable"
+    # the error names the param, not its value: an address is personal data
+    assert dead["MessageAttributes"]["jobkit.error"]["StringValue"] == "param 'recipient' is not an email address"
+
+
+class MailerError(Exception):
+    """What a mailer might raise: its message quotes the address."""
+
+
+def test_a_mailer_error_is_kept_without_the_address(jobkit_stack: JobkitStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(recipient: str, subject: str) -> None:
+        raise MailerError(f"550 5.1.1 <{recipient}>: recipient address rejected")
+
+    monkeypatch.setattr("jobtypes.enotif_notify._send_email", refuse)
+    [job_id] = jobkit_stack.push(
+        JobSpecification("enotifNotify", {"recipient": "ann@example.org", "page": "P", "editor": "B"})
+    )
+    jobkit_stack.drain(raise_errors=False)
+    # EnotifNotifyJob.error_message keeps only the class of an error that is not its own
+    failures = jobkit_stack.failures(job_id)
+    assert [f.error_class for f in failures] == ["MailerError"] * 3
+    assert all(f.message == "" and "ann@example.org" not in f.traceback for f in failures)
+    [dead] = jobkit_stack.dead_letters("enotifNotify")
+    reasons = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items() if k.startswith("jobkit.")}
+    assert reasons["jobkit.errorClass"] == "MailerError" and "ann@example.org" not in str(reasons)
+
+
+def test_the_example_keeps_its_own_error_messages_only() -> None:
+    from jobtypes.enotif_notify import EnotifNotifyJob  # the example job class
+
+    job = EnotifNotifyJob(
+        JobSpecification("enotifNotify", {"recipient": "ann@example.org", "page": "P", "editor": "B"})
+    )
+    own = NonRetryableError("param 'recipient' is not an email address")
+    assert job.error_message(own) == str(own)
+    assert job.error_message(MailerError("550 5.1.1 <ann@example.org>: recipient address rejected")) == ""
 
 
 def test_a_crashing_page_is_retried_then_dead_lettered(jobkit_stack: JobkitStack) -> None:

@@ -15,9 +15,7 @@ from jobkit import JobSpecification
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event as received_event
 from jobkit.outcome import Outcome
-from jobkit.runner import Runner
 from jobkit.spec import new_root_job_params
-from jobkit.sqs import QueueDirectory, SqsQueues
 from jobkit.testing import sqs_event
 
 from conftest import RequestCounter
@@ -73,15 +71,7 @@ def test_a_leaf_of_a_10000_leaf_fan_out_costs_under_a_tenth_of_a_request(
     # Given a root job's 10,000 leaves, run by 8 containers in batches of 10,
     # 2 ms of (virtual) time per leaf: 20 s in all
     queue_arn = "arn:aws:sqs:us-east-1:123456789012:test-fanOut"
-    containers = [
-        Runner(
-            stack.declaration,
-            queues=SqsQueues(stack.sqs, QueueDirectory(stack.sqs, stack.declaration, stack.queue_urls)),
-            dedup=stack.dedup_store(),
-            clock=stack.clock,
-        )
-        for _ in range(8)
-    ]
+    containers = [stack.wiring.runner("fanOut") for _ in range(8)]
     key = "htmlCacheUpdate:templatelinks:Template:Infobox"
     root = JobSpecification("fanOut", {"leaves": 10_000, **new_root_job_params(key, stack.clock.now())})
     stack.queue_group().push(root)

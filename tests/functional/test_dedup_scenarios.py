@@ -15,6 +15,7 @@ from jobkit import JobSpecification, NonRetryableError
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
+from jobkit.record_keys import JobRef
 from jobkit.spec import new_root_job_params
 
 from testjobs import HOOKS, RUNS
@@ -131,7 +132,7 @@ def test_a_claim_whose_lease_lapsed_is_taken_over(stack: LocalStack) -> None:
     store = stack.dedup_store()
     lost = JobSpecification("dedup", {"title": "Main Page"})
     key = lost.dedup_hash(["cause"])
-    stack.dedup_backend.claim_duplicate(key, "dead-runner", stack.clock.now(), stack.clock.now() + 60, 0.0, 2**31)
+    stack.records.claim_duplicate("dedup", key, "dead-runner", stack.clock.now(), stack.clock.now() + 60, 0.0, 2**31)
     stack.queue_group().push(twin)
     # When the twin arrives before the lease lapses, it waits; after, it runs
     stack.clock.advance(1)
@@ -244,7 +245,7 @@ def test_every_failed_attempt_leaves_a_failure_record(stack: LocalStack) -> None
     spec = JobSpecification("alwaysFails", {"why": "a bug"}, domain="enwiki")
     stack.queue_group().push(spec)
     stack.drain()
-    records = stack.dedup_store().failures(spec.id)
+    records = stack.dedup_store().failures(JobRef(spec.type, spec.domain, spec.id))
     assert [r.attempt for r in records] == [3, 2, 1]  # newest first
     assert {(r.error_class, r.message, r.job_type, r.domain) for r in records} == {
         ("RuntimeError", "always fails (a bug)", "alwaysFails", "enwiki")
@@ -253,10 +254,11 @@ def test_every_failed_attempt_leaves_a_failure_record(stack: LocalStack) -> None
     items = stack.dynamodb.query(
         TableName=stack.declaration.table_name,
         KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"fail#{spec.id}"}},
+        ExpressionAttributeValues={":pk": {"S": f"alwaysFails#runs#{spec.id}"}},
     )["Items"]
     for item in items:  # kept as long as the DLQ keeps the message: 14 days
-        assert int(item["expires_at"]["N"]) == int(float(item["at"]["N"])) + 14 * 24 * 3600
+        at = item["at"] if "at" in item else item["started_at"]  # a failure, or the final-attempt record
+        assert int(item["expires_at"]["N"]) == int(float(at["N"])) + 14 * 24 * 3600
 
 
 def test_a_poison_message_with_a_job_id_has_no_failure_record_but_a_reason(stack: LocalStack) -> None:
@@ -265,4 +267,4 @@ def test_a_poison_message_with_a_job_id_has_no_failure_record_but_a_reason(stack
     stack.drain()
     [dead] = stack.dead_letters("noop")
     assert dead["MessageAttributes"]["jobkit.errorClass"]["StringValue"] == "UnknownJobType"
-    assert stack.dedup_store().failures("poison-1") == []
+    assert stack.dedup_store().failures(JobRef("nope", None, "poison-1")) == []

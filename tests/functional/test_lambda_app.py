@@ -17,14 +17,16 @@ from jobkit.config import Declaration, declaration_to_dict
 from jobkit.local import FakeLambdaContext, LocalStack
 from jobkit.local.esm import sqs_event
 
-from conftest import ROOT, START
+from conftest import ROOT
 
 RUNNER_DIR = ROOT / "functions" / "runner"
 
 
 @pytest.fixture
 def example_stack(example_declaration: Declaration) -> Iterator[LocalStack]:
-    with LocalStack(example_declaration, clock=VirtualClock(START)) as stack:
+    # The handler runs on the real clock, as on Lambda: jobs are pushed at the real
+    # time too (a job stamped ahead of the runner's clock would be refused).
+    with LocalStack(example_declaration, clock=VirtualClock()) as stack:
         yield stack
 
 
@@ -55,6 +57,7 @@ def test_handler_runs_a_batch_from_its_environment(example_stack: LocalStack, mo
     declaration = example_stack.declaration
     monkeypatch.setenv("JOBKIT_DECLARATION", json.dumps(declaration_to_dict(declaration)))
     monkeypatch.setenv("JOBKIT_QUEUE_URLS", json.dumps(example_stack.queue_urls))
+    monkeypatch.setenv("JOBKIT_QUEUE", "refreshLinks")
     good = JobSpecification("refreshLinks", {"title": "Main Page"})
     bad = JobSpecification("refreshLinks", {"title": "Module:Broken"})
     example_stack.queue_group("enwiki").push([good, bad])
@@ -84,6 +87,7 @@ def test_handler_logs_json_with_job_keys_and_emits_emf(
 ) -> None:
     monkeypatch.setenv("JOBKIT_DECLARATION", json.dumps(declaration_to_dict(example_stack.declaration)))
     monkeypatch.setenv("JOBKIT_QUEUE_URLS", json.dumps(example_stack.queue_urls))
+    monkeypatch.setenv("JOBKIT_QUEUE", "refreshLinks")
     spec = JobSpecification("refreshLinks", {"title": "Main Page", "secret": "hunter2"}, domain="enwiki")
     example_stack.queue_group().push(spec)
     url = example_stack.queue_urls["jobkit-refreshLinks"]

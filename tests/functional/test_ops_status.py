@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -17,12 +18,12 @@ from moto import mock_aws
 from jobkit import JobSpecification
 from jobkit.cli_ops import CliConfig, register_ops_commands
 from jobkit.config import Declaration
-from jobkit.dedup import DedupBackend
 from jobkit.dedup_dynamodb import DynamoDBDedupBackend
 from jobkit.dedup_memory import MemoryDedupBackend
 from jobkit.local import LocalStack
 from jobkit.local.provision import provision_table
 from jobkit.outcome import Outcome
+from jobkit.records import RecordsBackend as DedupBackend
 from jobkit.status import JobState, JobStatus
 
 from conftest import FIXTURES, START, RequestCounter
@@ -136,7 +137,7 @@ def test_a_status_store_that_cannot_be_written_never_fails_the_job(stack: LocalS
     stack.drain()
     [run] = stack.results.attempts(spec.id)
     assert run.outcome is Outcome.SUCCEEDED
-    assert stack.dedup_backend.status(spec.id) is None
+    assert stack.records.statuses(spec.type, spec.id) == []
 
 
 # -- the backend contract -------------------------------------------------------------------------
@@ -156,10 +157,12 @@ def backend(request: Any, test_declaration: Declaration) -> Iterator[DedupBacken
 def test_status_records_round_trip_and_are_replaced(backend: DedupBackend) -> None:
     running = JobStatus("j1", "tracked", None, JobState.RUNNING, 2, 100.5, started_at=100.5, progress=12.5)
     backend.put_status(running, 2**31)
-    assert backend.status("j1") == running
+    assert backend.statuses("tracked", "j1") == [running]
     done = JobStatus(
         "j1", "tracked", "enwiki", JobState.FAILED, 2, 103.25, 100.5, 103.25, 12.5, '{"a":[1]}', "E: x", True, None
     )
     backend.put_status(done, 2**31)
-    assert backend.status("j1") == done
-    assert backend.status("j2") is None
+    assert backend.statuses("tracked", "j1") == [running, done]  # one per domain: None, then enwiki
+    backend.put_status(replace(done, domain=None), 2**31)
+    assert backend.statuses("tracked", "j1")[0] == replace(done, domain=None)
+    assert backend.statuses("tracked", "j2") == []

@@ -67,7 +67,7 @@ def test_oversized_spec_is_named_and_the_rest_are_enqueued(stack: LocalStack) ->
     with pytest.raises(JobQueueError) as raised:
         stack.queue_group().push([small[0], huge, *small[1:]])
     assert raised.value.failed_ids == (huge.id,)
-    assert "over the SQS limit" in raised.value.failed[0].message
+    assert "a job may have (the SQS limit less 256 bytes" in raised.value.failed[0].message
     assert huge.id in str(raised.value)
     assert set(raised.value.enqueued_ids) == {s.id for s in small}
     assert {b["id"] for b in bodies(stack, "noop")} == {s.id for s in small}

@@ -20,7 +20,8 @@ from jobkit.errors import ConfigError
 from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
 from jobkit.outcome import Outcome
-from jobkit.template import build, load_extra, logical_id, render
+from jobkit.record_keys import Kind, partition_key
+from jobkit.template import LOG_RETENTION_DAYS, build, load_extra, logical_id, render
 
 from conftest import ROOT, START
 
@@ -173,12 +174,33 @@ def test_runners_get_their_declaration_and_event_source(
         variables = function["Environment"]["Variables"]
         runner_declaration = parse_declaration(json.loads(variables["JOBKIT_DECLARATION"]), source="env")
         assert set(queue.types) <= set(runner_declaration.types)
+        assert variables["JOBKIT_QUEUE"] == queue.name  # the declared queue, not its SQS name
         [mapping] = [
             m["Properties"] for m in mappings.values() if m["Properties"]["FunctionName"] == {"Ref": f"{q}Runner"}
         ]
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert mapping["BatchSize"] == queue.batch_size
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": queue.max_concurrency}
+
+
+def test_each_runner_logs_to_a_log_group_that_expires(
+    translated: dict[str, Any], example_declaration: Declaration
+) -> None:
+    parameter = translated["Parameters"]["LogRetentionDays"]
+    assert (parameter["Type"], parameter["Default"]) == ("Number", 30)
+    assert parameter["AllowedValues"] == list(LOG_RETENTION_DAYS) and 30 in LOG_RETENTION_DAYS
+    functions = resources(translated, "AWS::Lambda::Function")
+    groups = resources(translated, "AWS::Logs::LogGroup")
+    assert len(groups) == len(example_declaration.queues)
+    for queue in example_declaration.queues.values():
+        q = logical_id(queue.name)
+        group = groups[f"{q}RunnerLogGroup"]["Properties"]
+        assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+        function = functions[f"{q}Runner"]["Properties"]
+        # the name Lambda would give the function's group, and the function says so too
+        assert group["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/${{Prefix}}-runner-{queue.name}"}
+        assert function["FunctionName"] == {"Fn::Sub": f"${{Prefix}}-runner-{queue.name}"}
+        assert function["LoggingConfig"] == {"LogGroup": {"Ref": f"{q}RunnerLogGroup"}}
 
 
 # -- the template's stack on moto ----------------------------------------------------------------------
@@ -228,6 +250,26 @@ def test_the_template_stack_and_the_local_stack_agree(
     assert from_template[0]["jobkit-refreshLinks"]["deadLetterTarget"] == "jobkit-refreshLinks-dlq"
 
 
+def test_the_template_stack_has_expiring_log_groups_and_a_producer_policy(template_stack: LocalStack) -> None:
+    logs = template_stack.client("logs")
+    groups = logs.describe_log_groups(logGroupNamePrefix="/aws/lambda/jobkit-runner-")["logGroups"]
+    assert {(g["logGroupName"], g.get("retentionInDays")) for g in groups} == {
+        (f"/aws/lambda/jobkit-runner-{queue}", 30) for queue in template_stack.declaration.queues
+    }
+    arn = template_stack.stack_outputs["ProducerPolicyArn"]
+    iam = template_stack.client("iam")
+    policy = iam.get_policy(PolicyArn=arn)["Policy"]
+    assert policy["PolicyName"] == "jobkit-producer"
+    version = iam.get_policy_version(PolicyArn=arn, VersionId=policy["DefaultVersionId"])["PolicyVersion"]
+    [send, roots] = version["Document"]["Statement"]  # botocore decodes the document
+    assert sorted(send["Resource"]) == sorted(
+        template_stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        for name, url in template_stack.queue_urls.items()
+        if not name.endswith("-dlq")
+    )
+    assert roots["Resource"].endswith(":table/jobkit-jobs")
+
+
 def test_jobs_run_through_the_resources_the_template_created(template_stack: LocalStack) -> None:
     group = template_stack.queue_group("enwiki")
     group.push([JobSpecification("refreshLinks", {"title": "A"}), JobSpecification("refreshLinks", {"title": "A"})])
@@ -241,5 +283,5 @@ def test_jobs_run_through_the_resources_the_template_created(template_stack: Loc
     [dead] = template_stack.dead_letters("refreshLinks")
     assert dead["MessageAttributes"]["jobkit.reason"]["StringValue"] == "attempts_exhausted"
     records = template_stack.dynamodb.scan(TableName=template_stack.stack_outputs["JobsTableName"])["Items"]
-    assert any(item["pk"]["S"].startswith("dup#") for item in records)
-    assert any(item["pk"]["S"].startswith("fail#") for item in records)
+    assert any(item["pk"]["S"].startswith(partition_key("refreshLinks", Kind.DUPLICATE, "")) for item in records)
+    assert any(item["pk"]["S"].startswith(partition_key("refreshLinks", Kind.RUNS, "")) for item in records)

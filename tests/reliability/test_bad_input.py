@@ -27,13 +27,17 @@ from jobkit.errors import JobQueueError, SpecError
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
-from jobkit.sqs import MAX_MESSAGE_BYTES, message_size, string_attribute
+from jobkit.record_keys import JobRef
+from jobkit.sqs import MAX_JOB_BYTES, MAX_MESSAGE_BYTES, message_size, string_attribute
 
 from conftest import START
 from faults import EnforceSqsSizeLimit
 from testjobs import RUNS
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:test-noop"
+
+
+SIG = "a" * 40
 
 
 def wire(**fields: Any) -> dict[str, Any]:
@@ -88,13 +92,55 @@ CORPUS: dict[str, tuple[str, str, str]] = {
     "priorAttempts negative": (text(priorAttempts=-1), "SpecError", "field 'priorAttempts'"),
     "priorAttempts fractional": (text(priorAttempts=1.5), "SpecError", "field 'priorAttempts'"),
     "bad root signature": (text(params={"rootJobSignature": "x"}), "SpecError", "rootJobSignature"),
-    "bad root timestamp": (text(params={"rootJobTimestamp": "now"}), "SpecError", "rootJobTimestamp"),
+    "bad root timestamp": (text(params={"rootJobSignature": SIG, "rootJobTimestamp": "now"}), "SpecError", "rootJob"),
+    "null root timestamp": (
+        text(params={"rootJobSignature": SIG, "rootJobTimestamp": None}),
+        "SpecError",
+        "params.rootJobTimestamp must be epoch seconds next to params.rootJobSignature, got None",
+    ),
+    "root timestamp without a signature": (
+        text(params={"rootJobTimestamp": START}),
+        "SpecError",
+        "params.rootJobSignature must be 40 lowercase hex digits",
+    ),
+    "root timestamp of 400 digits": (
+        text(params={"rootJobSignature": SIG, "rootJobTimestamp": 10**400}),
+        "SpecError",
+        "params.rootJobTimestamp must be epoch seconds",
+    ),
+    "enqueuedAt of 400 digits": (text(enqueuedAt=10**400), "SpecError", "field 'enqueuedAt' must be epoch seconds"),
+    "root timestamp an hour ahead": (
+        text(params={"rootJobSignature": SIG, "rootJobTimestamp": START + 3600}),
+        "SpecError",
+        "rootJobTimestamp is 3,600 s ahead of this clock",
+    ),
+    "root timestamp in milliseconds": (
+        text(params={"rootJobSignature": SIG, "rootJobTimestamp": START * 1000}),
+        "SpecError",
+        "looks like milliseconds",
+    ),
+    "enqueuedAt in milliseconds": (text(enqueuedAt=START * 1000), "SpecError", "enqueuedAt is"),
+    "releaseAt in milliseconds": (text(releaseAt=START * 1000), "SpecError", "releaseAt is"),
+    "type given twice": (
+        text().replace('"type": "noop"', '"type": "noop", "type": "alwaysFails"'),
+        "SpecError",
+        "the key 'type' twice",
+    ),
+    "a key given twice in params": (
+        text().replace('"params": {}', '"params": {"a": 1, "a": 2}'),
+        "SpecError",
+        "the key 'a' twice",
+    ),
     "bad root flag": (text(params={"rootJobIsSelf": "yes"}), "SpecError", "rootJobIsSelf"),
     "unknown type": (text(type="nope"), "UnknownJobType", "unknown job type 'nope'"),
     "type naming a module": (text(type="os"), "UnknownJobType", "unknown job type 'os'"),
     "type naming a module path": (text(type="os:system"), "SpecError", "field 'type'"),
     "type naming a declared class": (text(type="testjobs:NoopJob"), "SpecError", "field 'type'"),
-    "class does not resolve": (text(type="broken"), "JobClassError", "does not import"),
+    "a type of another queue": (
+        text(type="alwaysFails"),
+        "UnknownJobType",
+        "unknown job type 'alwaysFails': not a type of this runner's queue (queue 'noop' serves noop)",
+    ),
     "NaN in params": (text().replace('"params": {}', '"params": {"x": NaN}'), "SpecError", "NaN is not"),
     "Infinity as enqueuedAt": (text().replace(str(START), "Infinity"), "SpecError", "Infinity is not"),
     "integer of 5,000 digits": (
@@ -180,11 +226,31 @@ def test_a_bad_message_is_dead_lettered_with_its_reason_alone(corpus_stack: Loca
     assert reason["JobType"] == "noop"
 
 
+def test_a_class_that_does_not_import_is_poison_and_the_runner_says_so_in_its_records(
+    corpus_stack: LocalStack,
+) -> None:
+    # Given a message of a declared type, on its own queue, whose class path does not import
+    corpus_stack.sqs.send_message(
+        QueueUrl=corpus_stack.queue_url("broken"),
+        MessageBody=text(type="broken"),
+        MessageAttributes={"JobType": string_attribute("broken")},
+    )
+    corpus_stack.results.clear()
+    corpus_stack.drain()
+    # Then it is poison, with the import error, and a failure record the DLQ tools can trust
+    [dead] = corpus_stack.dead_letters("broken")
+    reason = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}
+    assert (reason["jobkit.reason"], reason["jobkit.errorClass"]) == ("poison", "JobClassError")
+    assert "does not import" in reason["jobkit.error"]
+    [record] = corpus_stack.dedup_store().failures(JobRef("broken", None, "bad-1"))
+    assert (record.error_class, record.dead_letter_reason) == ("JobClassError", "poison")
+
+
 def test_big_params_and_odd_but_valid_text_run(corpus_stack: LocalStack) -> None:
     # Not bad at all: params of almost 1 MiB, a valid surrogate pair (as an escape
     # and as the character), control characters escaped, deep but parseable nesting.
     specs = [
-        JobSpecification("noop", {"blob": "x" * (MAX_MESSAGE_BYTES - 400)}),
+        JobSpecification("noop", {"blob": "x" * (MAX_JOB_BYTES - 400)}),
         JobSpecification("noop", {"emoji": "\U0001f600", "tab": "\t", "nul": "\x00"}),
         JobSpecification("noop", {"deep": json.loads("[" * 200 + "]" * 200)}),
     ]
@@ -214,15 +280,18 @@ def test_sqs_refuses_a_body_of_1_mib_and_1_byte(corpus_stack: LocalStack) -> Non
         corpus_stack.sqs.send_message(QueueUrl=corpus_stack.queue_urls["test-noop"], MessageBody="x" * (2**20 + 1))
 
 
-def test_push_accepts_exactly_1_mib_and_refuses_one_byte_more_naming_the_job(corpus_stack: LocalStack) -> None:
+def test_push_accepts_exactly_the_job_limit_and_refuses_one_byte_more_naming_the_job(
+    corpus_stack: LocalStack,
+) -> None:
+    # The limit is SQS's 1 MiB less the room the runner needs to re-enqueue a job.
     now = corpus_stack.clock.now()
-    at_limit, over = padded(MAX_MESSAGE_BYTES, now), padded(MAX_MESSAGE_BYTES + 1, now)
+    at_limit, over = padded(MAX_JOB_BYTES, now), padded(MAX_JOB_BYTES + 1, now)
     fine = JobSpecification("noop")
     with pytest.raises(JobQueueError) as raised:
         corpus_stack.queue_group().push([at_limit, over, fine])
     [failed] = raised.value.failed
     assert (failed.job_id, failed.job_type, failed.code) == (over.id, "noop", "SpecError")
-    assert f"noop {over.id}: message is {MAX_MESSAGE_BYTES + 1} bytes" in failed.message
+    assert f"noop {over.id}: message is {MAX_JOB_BYTES + 1} bytes" in failed.message
     assert set(raised.value.enqueued_ids) == {at_limit.id, fine.id}
     corpus_stack.results.clear()
     corpus_stack.drain()
@@ -244,7 +313,7 @@ BAD_SPECS: dict[str, tuple[dict[str, Any], str]] = {
     "NaN": ({"x": float("nan")}, "not JSON-serialisable"),
     "an object": ({"x": object()}, "not JSON-serialisable"),
     "bytes": ({"x": b"\xff"}, "not JSON-serialisable"),
-    "over 1 MiB in UTF-8": ({"x": "\u00e9" * (MAX_MESSAGE_BYTES // 2)}, "over the SQS limit"),
+    "over 1 MiB in UTF-8": ({"x": "\u00e9" * (MAX_MESSAGE_BYTES // 2)}, "a job may have (the SQS limit less"),
 }
 
 
@@ -302,7 +371,10 @@ def test_a_body_over_1_mib_that_arrived_anyway_is_poison_not_a_crash(corpus_stac
     [dead] = corpus_stack.dead_letters("noop")
     reason = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}
     assert reason["jobkit.reason"] == "poison"
-    assert f"message body is {MAX_MESSAGE_BYTES + 1} bytes, over the SQS limit" in reason["jobkit.error"]
+    assert (
+        f"message is {MAX_MESSAGE_BYTES + 1} bytes with its attributes, over the {MAX_JOB_BYTES}"
+        in reason["jobkit.error"]
+    )
     assert "the DLQ copy keeps the first" in reason["jobkit.error"]
     assert big.startswith(dead["Body"]) and len(dead["Body"]) > MAX_MESSAGE_BYTES - 4096
     assert corpus_stack.size_rule.rejected == rejected_before  # type: ignore[attr-defined]  # the copy fits

@@ -57,6 +57,8 @@ from jobkit.local import LocalStack
 from jobkit.local.moto_time import has_receivable
 from jobkit.local.stack import ACCOUNT_ID
 from jobkit.outcome import Outcome
+from jobkit.record_keys import JobRef
+from jobkit.records import JobRuns
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
 
@@ -397,7 +399,8 @@ class JobModel(RuleBasedStateMachine):
             assert attributes["jobkit.errorClass"] and attributes["jobkit.error"], attributes
             return
         # Moved by SQS's redrive policy: only where the runner could not act.
-        has_records = bool(self.h.stack.dedup_store().failures(fate.job_id))
+        spec = self.h.sent.specs[fate.job_id]
+        has_records = self.h.stack.dedup_store().runs(JobRef(spec.type, spec.domain, spec.id)) != JobRuns()
         assert has_records or fate.job_id in disturbed, f"redriven without a trace: {fate.describe()}"
 
     def _check_script(self, spec: JobSpecification, fate: Fate) -> None:

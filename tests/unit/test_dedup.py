@@ -56,7 +56,7 @@ def test_the_root_cache_rechecks_the_newest_after_its_ttl(
     store: DedupStore, backend: MemoryDedupBackend, clock: VirtualClock
 ) -> None:
     store.admit(candidate(leaf(20.0, clock)))
-    backend.advance_root("enwiki#leaf#" + leaf(0, clock).root_job_signature, 30.0, 0)  # type: ignore[operator]
+    backend.advance_root("leaf", "enwiki", leaf(0, clock).root_job_signature or "", 30.0, 0)
     assert store.admit(candidate(leaf(20.0, clock))).verdict is Verdict.RUN  # cached, still fresh
     clock.advance(15)
     assert store.admit(candidate(leaf(20.0, clock))).verdict is Verdict.SUPERSEDED

@@ -12,7 +12,7 @@ from conftest import FIXTURES
 
 def test_clients_are_built_on_first_use_with_the_endpoint_given() -> None:
     config = CliConfig(endpoint_url="http://127.0.0.1:4566", region="eu-west-1")
-    assert config._clients == {}  # nothing built up front
+    assert config._clients is None  # nothing built up front
     sqs = config.client("sqs")
     assert sqs.meta.endpoint_url == "http://127.0.0.1:4566" and sqs.meta.region_name == "eu-west-1"
     assert config.client("sqs") is sqs

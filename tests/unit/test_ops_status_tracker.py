@@ -14,6 +14,7 @@ from jobkit.dedup import DedupStore, DedupUnavailable
 from jobkit.dedup_memory import MemoryDedupBackend
 from jobkit.errors import ConfigError, JobKitError
 from jobkit.outcome import Outcome
+from jobkit.record_keys import JobRef
 from jobkit.runner import Runner
 from jobkit.status import MAX_RESULT_BYTES, JobState, JobStatus, RecordingStatusTracker
 
@@ -34,13 +35,18 @@ def tracker(backend: MemoryDedupBackend, clock: VirtualClock, spec: JobSpecifica
     return RecordingStatusTracker(backend, spec, 2, clock)
 
 
+def status_of(backend: MemoryDedupBackend, spec: JobSpecification) -> JobStatus:
+    """What the backend holds (read without counting a request)."""
+    return backend.statuses_by_ref[JobRef(spec.type, spec.domain, spec.id)]
+
+
 def test_an_attempt_writes_at_its_start_and_end_and_throttles_progress(
     backend: MemoryDedupBackend, clock: VirtualClock
 ) -> None:
     spec = JobSpecification("t", domain="enwiki")
     status = tracker(backend, clock, spec)
     status.started(clock.now())
-    assert backend.status(spec.id) == JobStatus(spec.id, "t", "enwiki", JobState.RUNNING, 2, START, started_at=START)
+    assert status_of(backend, spec) == JobStatus(spec.id, "t", "enwiki", JobState.RUNNING, 2, START, started_at=START)
     writes = backend.requests
     status.report_progress(10)  # within 5 s of the start: kept for later
     clock.advance(4.9)
@@ -49,10 +55,10 @@ def test_an_attempt_writes_at_its_start_and_end_and_throttles_progress(
     assert backend.requests == writes
     clock.advance(0.1)
     status.report_progress(30)
-    assert (backend.requests, backend.statuses[spec.id].progress) == (writes + 1, 30.0)
+    assert (backend.requests, status_of(backend, spec).progress) == (writes + 1, 30.0)
     clock.advance(1)
     status.succeeded(clock.now())
-    final = backend.statuses[spec.id]
+    final = status_of(backend, spec)
     assert (final.state, final.progress, final.result, final.finished_at) == (
         JobState.SUCCEEDED,
         100.0,
@@ -68,7 +74,7 @@ def test_failures_and_skips_say_why(backend: MemoryDedupBackend, clock: VirtualC
     status.started(clock.now())
     status.report_progress(40)
     status.failed(clock.now(), "E: " + "x" * 5000, will_retry=True)
-    failed = backend.statuses[spec.id]
+    failed = status_of(backend, spec)
     assert (failed.state, failed.will_retry, failed.progress, len(failed.error or "")) == (
         JobState.FAILED,
         True,
@@ -77,7 +83,7 @@ def test_failures_and_skips_say_why(backend: MemoryDedupBackend, clock: VirtualC
     )
     other = JobSpecification("t")
     tracker(backend, clock, other).skipped(clock.now(), "duplicate: an identical job ran")
-    assert backend.statuses[other.id].note == "duplicate: an identical job ran"
+    assert status_of(backend, other).note == "duplicate: an identical job ran"
 
 
 class UnavailableBackend(MemoryDedupBackend):
@@ -116,13 +122,13 @@ def test_a_result_must_be_small_json() -> None:
 class NoQueue:
     """The runner's queue port, for runs that must not touch a queue."""
 
-    def change_visibility(self, queue_arn: str, receipt_handle: str, seconds: int) -> None:
+    def change_visibility(self, receipt_handle: str, seconds: int) -> None:
         raise AssertionError("unexpected queue operation")
 
     def dead_letter(self, record: Any, reason: Any, now: float) -> None:
         raise AssertionError("unexpected queue operation")
 
-    def requeue(self, record: Any, body: str, delay_s: int) -> None:
+    def requeue(self, record: Any, delay_s: int, extra_attributes: Any = None) -> str:
         raise AssertionError("unexpected queue operation")
 
 
@@ -141,7 +147,7 @@ def test_the_runner_records_a_skipped_duplicate(backend: MemoryDedupBackend, clo
     declaration = parse_declaration(
         {"types": {"t": {"class": "testjobs:NoopJob", "remove_duplicates": True, "track_status": True}}}, source="t"
     )
-    runner = Runner(declaration, queues=NoQueue(), dedup=DedupStore(backend, clock=clock), clock=clock)
+    runner = Runner(declaration, queue="t", queues=NoQueue(), dedup=DedupStore(backend, clock=clock), clock=clock)
     # Given two identical jobs enqueued together, the first run a second later
     first, twin = (JobSpecification("t", {"page": "A"}).stamped(clock.now()) for _ in range(2))
     clock.advance(1)
@@ -149,8 +155,8 @@ def test_the_runner_records_a_skipped_duplicate(backend: MemoryDedupBackend, clo
     [skipped] = runner.process({"Records": [record(twin)]})
     # Then the twin's status says it was skipped, and why
     assert (ran.outcome, skipped.outcome) == (Outcome.SUCCEEDED, Outcome.DUPLICATE)
-    assert backend.statuses[first.id].state is JobState.SUCCEEDED
-    twin_status = backend.statuses[twin.id]
+    assert status_of(backend, first).state is JobState.SUCCEEDED
+    twin_status = status_of(backend, twin)
     assert twin_status.state is JobState.SKIPPED and (twin_status.note or "").startswith("duplicate: ")
 
 

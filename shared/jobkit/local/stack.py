@@ -25,16 +25,22 @@ from typing import Any, TextIO
 from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
 from jobkit.dedup import DedupStore
-from jobkit.dedup_dynamodb import DynamoDBDedupBackend
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.fleet import Fleet
-from jobkit.local.moto_time import faster_receives, has_receivable, moto_on_clock, next_visible_at
+from jobkit.local.moto_time import (
+    faster_receives,
+    has_receivable,
+    moto_on_clock,
+    next_visible_at,
+    serial_dynamodb,
+)
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.results import ResultLog
 from jobkit.push import JobQueueGroup
+from jobkit.records import RecordsBackend
 from jobkit.registry import JobRegistry
 from jobkit.runner import Runner
-from jobkit.sqs import QueueDirectory, SqsQueues
+from jobkit.wiring import AwsClients, Wiring
 
 ACCOUNT_ID = "123456789012"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_session_token": "testing"}
@@ -89,7 +95,6 @@ class LocalStack:
         self._template = template
         self.stack_outputs: dict[str, str] = {}
         self._exit = contextlib.ExitStack()
-        self._group: JobQueueGroup | None = None
         self.mappings: dict[str, EventSourceMapping] = {}
         self.runners: dict[str, Runner] = {}
 
@@ -104,14 +109,20 @@ class LocalStack:
     def start(self) -> LocalStack:
         try:
             self._start_aws()
-            self.sqs = self.client("sqs")
-            self.dynamodb = self.client("dynamodb")
+            self.clients = AwsClients(region=self.region, endpoint_url=self.endpoint_url, credentials=CREDENTIALS)
+            self.sqs = self.clients.sqs
+            self.dynamodb = self.clients.dynamodb
             if self._template is not None:
                 self._deploy_template(self._template)
             else:
-                self.queue_urls = provision_queues(self.sqs, self.declaration)
+                self.queue_urls.update(provision_queues(self.sqs, self.declaration))
                 provision_table(self.dynamodb, self.declaration)
-            self.dedup_backend = DynamoDBDedupBackend(self.dynamodb, self.declaration.table_name)
+            # The same composition root as an app's and a runner Lambda's: only
+            # the clients point at the emulated AWS, and push does not sleep
+            # between tries.
+            self.wiring = Wiring(
+                self.declaration, clients=self.clients, clock=self.clock, queue_urls=self.queue_urls, sleep=_no_sleep
+            )
             self._add_code_dir()
             self._wire_runners()
         except BaseException:
@@ -124,6 +135,7 @@ class LocalStack:
 
     def _start_aws(self) -> None:
         self._exit.enter_context(faster_receives())
+        self._exit.enter_context(serial_dynamodb())
         if isinstance(self.clock, VirtualClock):
             self._exit.enter_context(moto_on_clock(self.clock))
         if self._server_wanted:
@@ -166,32 +178,32 @@ class LocalStack:
             self.queue_urls[self.declaration.dlq_name(queue)] = stack.outputs[f"{q}DeadLetterQueueUrl"]
 
     def client(self, service: str) -> Any:
-        """A boto3 client for the emulated AWS."""
-        import boto3
-
-        return boto3.client(  # type: ignore[call-overload]
-            service, region_name=self.region, endpoint_url=self.endpoint_url, **CREDENTIALS
-        )
+        """A boto3 client for the emulated AWS (one per service)."""
+        return self.clients.client(service)
 
     # -- jobkit objects ------------------------------------------------------------
 
     def queue_group(self, domain: str | None = None) -> JobQueueGroup:
-        """The push SDK, wired to the local queues. Groups share one client."""
-        if self._group is None:
-            self._group = JobQueueGroup(
-                None,
-                declaration=self.declaration,
-                sqs_client=self.sqs,
-                queue_urls=self.queue_urls,
-                clock=self.clock,
-                sleep=lambda _: None,
-                dedup_store=self.dedup_store(),
-            )
-        return self._group.for_domain(domain)
+        """The push SDK, wired to the local queues, as an app gets it. Groups share one client."""
+        return self.wiring.group(domain)
+
+    @property
+    def records(self) -> RecordsBackend:
+        """The jobs table."""
+        return self.wiring.records
 
     def dedup_store(self) -> DedupStore:
-        """A dedup store on the local table, with its own root cache (one per "container")."""
-        return DedupStore(self.dedup_backend, clock=self.clock)
+        """A records store on the local table, with its own root cache (one per "container")."""
+        return self.wiring.store()
+
+    def queue_arn(self, queue: str, *, dlq: bool = False) -> str:
+        """The ARN of a declared queue (or of its DLQ)."""
+        name = self.declaration.dlq_name(queue) if dlq else self.declaration.queue_name(queue)
+        return f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}"
+
+    def queue_url(self, queue: str, *, dlq: bool = False) -> str:
+        """The URL of a declared queue (or of its DLQ)."""
+        return self.queue_urls[self.declaration.dlq_name(queue) if dlq else self.declaration.queue_name(queue)]
 
     def _wire_runners(self) -> None:
         import random
@@ -203,24 +215,14 @@ class LocalStack:
             sinks.append(EmfMetrics(self.declaration.namespace, self._emf_stream))
         metrics = _Tee(*sinks)
 
-        directory = QueueDirectory(self.sqs, self.declaration, self.queue_urls)
         for queue, config in self.declaration.queues.items():
-            name = self.declaration.queue_name(queue)
-            runner = Runner(
-                self.declaration,
-                queues=SqsQueues(self.sqs, directory),
-                dedup=self.dedup_store(),
-                group_factory=self.queue_group,
-                metrics=metrics,
-                clock=self.clock,
-                registry=self._registry,
-                rng=random.Random(self._seed),
-            )
+            # Each runner knows only its queue's types and those they push, as deployed.
+            runner = self.wiring.runner(queue, metrics=metrics, registry=self._registry, rng=random.Random(self._seed))
             self.runners[queue] = runner
             self.mappings[queue] = EventSourceMapping(
                 self.sqs,
-                self.queue_urls[name],
-                f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}",
+                self.queue_url(queue),
+                self.queue_arn(queue),
                 runner.handle,
                 batch_size=config.batch_size,
                 function_name=f"{self.declaration.prefix}-runner-{queue}",
@@ -356,6 +358,10 @@ class LocalStack:
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
             )
         return messages
+
+
+def _no_sleep(_: float) -> None:
+    """Push's wait between tries: the emulated AWS does not need one."""
 
 
 class _Tee:

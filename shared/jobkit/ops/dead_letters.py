@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobkit.dedup import DedupBackend, DedupUnavailable, FailureRecord
 from jobkit.errors import SpecError
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
+from jobkit.records import DedupUnavailable, FailureRecord, RecordsBackend
 from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, QueueDirectory
 
@@ -200,16 +200,18 @@ def dead_letter(message: Mapping[str, Any]) -> DeadLetter:
     )
 
 
-def with_failures(dead: DeadLetter, records: DedupBackend | None, *, limit: int = 1) -> DeadLetter:
+def with_failures(dead: DeadLetter, records: RecordsBackend | None, *, limit: int = 1) -> DeadLetter:
     """The dead letter with its job's failure records (newest first) attached.
 
     ``limit=1`` looks only where the attributes do not say what the error was
     (one query per such message); a larger limit always looks, for ``show``.
     """
-    if records is None or dead.job_id is None or (limit == 1 and not dead.needs_failure_lookup):
+    spec = dead.spec
+    if records is None or spec is None or (limit == 1 and not dead.needs_failure_lookup):
         return dead
     try:
-        failures = records.failures(dead.job_id, limit)
+        runs = records.runs(spec.type, spec.id, limit).get(spec.domain)
+        failures = list(runs.failures) if runs is not None else []
     except DedupUnavailable as exc:  # the dead letter is still worth showing (no dynamodb:Query, say)
         log.warning("could not read the failure records of %s: %s", dead.job_id, exc)
         return dead
@@ -240,7 +242,7 @@ def list_dead_letters(
     directory: QueueDirectory,
     scope: Scope,
     *,
-    records: DedupBackend | None = None,
+    records: RecordsBackend | None = None,
     limit: int | None = 100,
     ids: Iterable[str] = (),
     failure_limit: int = 1,

@@ -6,10 +6,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from jobkit.dedup import DedupBackend, FailureRecord
+from jobkit.config import Declaration
 from jobkit.errors import JobKitError, SpecError
 from jobkit.ops.dead_letters import failure_to_json
 from jobkit.push import JobQueueGroup
+from jobkit.records import FailureRecord, RecordsBackend
 from jobkit.spec import JobSpecification
 from jobkit.status import JobStatus
 
@@ -35,13 +36,24 @@ class JobReport:
         }
 
 
-def job_report(records: DedupBackend, job_id: str, *, failure_limit: int = 100) -> JobReport:
-    """Look a job up by ID: one GetItem and one Query.
+def job_report(
+    records: RecordsBackend, declaration: Declaration, job_id: str, *, failure_limit: int = 100
+) -> JobReport:
+    """Look a job up by ID in every declared type: two queries per type.
 
     Raises:
         DedupUnavailable: the table could not be read.
     """
-    return JobReport(job_id, records.status(job_id), records.failures(job_id, failure_limit))
+    status: JobStatus | None = None
+    failures: list[FailureRecord] = []
+    for job_type in declaration.types:
+        statuses = records.statuses(job_type, job_id)
+        if statuses and status is None:
+            status = statuses[0]
+        for runs in records.runs(job_type, job_id, failure_limit).values():
+            failures.extend(runs.failures)
+    failures.sort(key=lambda f: (f.at, f.attempt), reverse=True)
+    return JobReport(job_id, status, failures)
 
 
 def push_job(

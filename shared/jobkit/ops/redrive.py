@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobkit.dedup import DedupBackend
 from jobkit.ops.dead_letters import DeadLetter, dead_letter, list_dead_letters, with_failures
 from jobkit.ops.scan import QueueScan
 from jobkit.ops.scope import Scope
+from jobkit.records import RecordsBackend
 from jobkit.sqs import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, QueueDirectory, message_size, sendable_attributes
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def redrive(
     directory: QueueDirectory,
     scope: Scope,
     *,
-    records: DedupBackend | None = None,
+    records: RecordsBackend | None = None,
     ids: Sequence[str] = (),
     error_contains: str | None = None,
     dry_run: bool = False,
@@ -142,7 +142,7 @@ def _copy(
     sqs: Any,
     directory: QueueDirectory,
     scope: Scope,
-    records: DedupBackend | None,
+    records: RecordsBackend | None,
     ids: Sequence[str],
     error_contains: str | None,
     on_progress: Progress | None,

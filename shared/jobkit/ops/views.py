@@ -15,13 +15,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from jobkit.dedup import FailureRecord
 from jobkit.ops.dead_letters import DeadLetter, DeadLetterListing
 from jobkit.ops.dlq import RemovalReport
 from jobkit.ops.jobs import JobReport
 from jobkit.ops.queues import QueuesReport
 from jobkit.ops.redrive import RedriveReport
 from jobkit.ops.top import TopSnapshot
+from jobkit.records import FailureRecord
 
 MISSING = "-"
 ERROR_CHARS = 80

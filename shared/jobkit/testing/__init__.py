@@ -19,6 +19,7 @@ Needs the ``local`` extra (moto).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -26,12 +27,12 @@ from typing import Any
 
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, declaration_from_environment
-from jobkit.dedup import FailureRecord
 from jobkit.errors import JobFailed
 from jobkit.job import Job
 from jobkit.local.lambda_context import FakeLambdaContext
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.push import JobQueueGroup
+from jobkit.records import FailureRecord
 from jobkit.registry import JobRegistry
 from jobkit.spec import JobSpecification
 
@@ -140,9 +141,15 @@ class JobkitStack:
         """The messages in the DLQ of a type's queue (SQS ReceiveMessage shape)."""
         return self.stack.dead_letters(self.declaration.job_type(job_type).queue)
 
-    def failures(self, job_id: str) -> list[FailureRecord]:
-        """A job's failure records, newest first."""
-        return self.stack.dedup_store().failures(job_id)
+    def failures(self, job: JobSpecification | str) -> list[FailureRecord]:
+        """A job's failure records, newest first. Give the spec you pushed, or the
+        ID ``push()`` returned: then every type's and domain's records of that ID."""
+        records = self.stack.records
+        if isinstance(job, JobSpecification):
+            runs = records.runs(job.type, job.id, 100).get(job.domain)
+            return list(runs.failures) if runs is not None else []
+        found = [f for t in self.declaration.types for r in records.runs(t, job, 100).values() for f in r.failures]
+        return sorted(found, key=lambda f: (f.at, f.attempt), reverse=True)
 
     def queued(self, job_type: str) -> int:
         """Messages waiting in a type's queue (visible, in flight and delayed)."""
@@ -154,13 +161,22 @@ def sqs_event(
     *,
     queue_arn: str = "arn:aws:sqs:us-east-1:123456789012:jobkit-queue",
     receive_count: int = 1,
-    now: float = DEFAULT_START,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """A Lambda SQS event carrying jobs, as the event source mapping would deliver
     them, for calling a handler directly. No SQS is involved: the runner only
-    needs SQS when a job fails or is re-enqueued."""
+    needs SQS when a job fails or is re-enqueued.
+
+    Args:
+        now: when the jobs were sent (default: the real time). A runner refuses
+            jobs stamped more than 5 minutes ahead of its own clock, so pass the
+            stack's ``clock.now()`` when its runner is on a virtual clock behind
+            the real one.
+    """
     from jobkit.local.esm import lambda_record
 
+    if now is None:
+        now = time.time()
     region = queue_arn.split(":")[3]
     timestamp = str(int(now * 1000))
     records = []

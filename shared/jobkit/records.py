@@ -1,0 +1,211 @@
+"""The records of the jobs table: what they hold, how long they live, and the
+backend protocol that stores them.
+
+- **root**: the newest rootJobTimestamp of a (type, domain, rootJobSignature);
+- **duplicate claim**: who runs a dedup hash now, and when its last successful run started;
+- **delivery claim**: a ``deliver_once`` job ID that is running or done;
+- **failure**: one failed attempt: error class, message, traceback tail, and
+  the dead-letter reason when that failure sent the job to the DLQ;
+- **final attempt**: that a job's last allowed attempt started, and whether it
+  succeeded, so the DLQ can tell a lost delete from a crash;
+- **deferral**: how many attempts a job had used when the runner re-enqueued
+  it as a new message (a deferral is not an attempt);
+- **status**: what a ``track_status`` job is doing (:mod:`jobkit.status`).
+
+Keys carry their scope (:mod:`jobkit.record_keys`): type first, then the
+domain, so reused job IDs and hashes never meet another type's or domain's
+records. Backends: DynamoDB (:mod:`jobkit.dedup_dynamodb`) and memory
+(:mod:`jobkit.dedup_memory`), held to one contract test.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from jobkit.errors import JobKitError
+from jobkit.record_keys import JobRef
+
+DAY_S = 24 * 3600
+ROOT_RECORD_TTL_S = 28 * DAY_S  # MediaWiki's JobQueue::ROOTJOB_TTL
+DUPLICATE_RECORD_TTL_S = 7 * DAY_S  # longer than a job can wait in a queue (4 days' retention)
+DELIVERY_RECORD_TTL_S = 7 * DAY_S
+FAILURE_RECORD_TTL_S = 14 * DAY_S  # as long as the DLQ keeps the message
+FINAL_RECORD_TTL_S = 14 * DAY_S
+DEFERRAL_RECORD_TTL_S = 4 * DAY_S  # as long as the re-enqueued message can live
+STATUS_RECORD_TTL_S = 14 * DAY_S
+
+
+class DedupUnavailable(JobKitError):
+    """The jobs table could not be reached, was throttled, or refused the request."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The result of a conditional claim: won, or what it lost to."""
+
+    won: bool
+    holder: str | None = None  # the owner token of a live claim
+    lease_until: float | None = None  # when that live claim lapses
+    last_success_start: float | None = None  # duplicate claims: start of the last successful run
+    done: bool = False  # delivery claims: the job already ran to success
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """One failed attempt of a job.
+
+    Attributes:
+        dead_letter_reason: set when this failure sent the job to the DLQ
+            (``non_retryable``, ``attempts_exhausted``, ``poison``): the
+            runner's own word, which the DLQ tools trust over message attributes.
+    """
+
+    job_id: str
+    job_type: str
+    domain: str | None
+    attempt: int
+    at: float
+    error_class: str
+    message: str
+    traceback: str
+    dead_letter_reason: str | None = None
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(self.job_type, self.domain, self.job_id)
+
+
+@dataclass(frozen=True)
+class FinalAttempt:
+    """A job's last allowed attempt: which delivery made it, and whether it succeeded."""
+
+    ref: JobRef
+    attempt: int
+    message_id: str
+    started_at: float
+    succeeded_at: float | None = None
+
+
+@dataclass(frozen=True)
+class JobRuns:
+    """What the jobs table knows of a job's attempts: its failures (newest
+    first) and its final attempt, if it got that far."""
+
+    failures: tuple[FailureRecord, ...] = ()
+    final: FinalAttempt | None = None
+
+
+class JobState(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    TIMED_OUT = "timed_out"  # still running shortly before the Lambda deadline
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """The status record of one job: its latest attempt.
+
+    Attributes:
+        progress: percent, 0 to 100, as the job last reported it (100 once it succeeded).
+        result: the JSON text the job set with :meth:`jobkit.Job.set_result`.
+        will_retry: for ``failed``: whether the message goes back to the queue.
+        note: for ``skipped``: why.
+    """
+
+    job_id: str
+    job_type: str
+    domain: str | None
+    state: JobState
+    attempt: int
+    updated_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    progress: float | None = None
+    result: str | None = None
+    error: str | None = None
+    will_retry: bool = False
+    note: str | None = None
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(self.job_type, self.domain, self.job_id)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-ready data, with the result decoded."""
+        return {
+            "job_id": self.job_id,
+            "type": self.job_type,
+            "domain": self.domain,
+            "state": str(self.state),
+            "attempt": self.attempt,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "updated_at": self.updated_at,
+            "progress": self.progress,
+            "result": json.loads(self.result) if self.result is not None else None,
+            "error": self.error,
+            "will_retry": self.will_retry,
+            "note": self.note,
+        }
+
+
+class RecordsBackend(Protocol):
+    """Record storage. Every method may raise :class:`DedupUnavailable`."""
+
+    def advance_root(
+        self, job_type: str, domain: str | None, signature: str, timestamp: float, expires_at: int
+    ) -> float:
+        """Set the root's newest timestamp to ``timestamp`` if that is newer.
+        Returns the newest stored timestamp after the call."""
+        ...
+
+    def claim_duplicate(
+        self, job_type: str, key: str, owner: str, now: float, lease_until: float, enqueued_at: float, expires_at: int
+    ) -> Claim:
+        """Claim a dedup hash, unless a live claim is held (lease_until > now)
+        or a run that started after ``enqueued_at`` succeeded."""
+        ...
+
+    def release_duplicate(
+        self, job_type: str, key: str, owner: str, success_started_at: float | None, expires_at: int
+    ) -> None:
+        """Release the owner's claim, recording a successful run's start if given."""
+        ...
+
+    def claim_delivery(self, ref: JobRef, owner: str, now: float, lease_until: float, expires_at: int) -> Claim:
+        """Claim a job, unless it already succeeded or a live claim is held."""
+        ...
+
+    def finish_delivery(self, ref: JobRef, owner: str, succeeded: bool, expires_at: int) -> None:
+        """Mark the job done on success; release the owner's claim otherwise."""
+        ...
+
+    def put_failure(self, record: FailureRecord, expires_at: int) -> None: ...
+
+    def put_final(self, record: FinalAttempt, expires_at: int) -> None:
+        """Store a job's final-attempt record, replacing an earlier one."""
+        ...
+
+    def runs(self, job_type: str, job_id: str, limit: int) -> dict[str | None, JobRuns]:
+        """The attempt records of a job ID of a type, by domain (a caller may
+        reuse an ID in several); failures newest first, at most ``limit`` in all."""
+        ...
+
+    def put_deferral(self, job_type: str, message_id: str, attempts_used: int, expires_at: int) -> None: ...
+
+    def deferral(self, job_type: str, message_id: str) -> int | None:
+        """The attempts a re-enqueued message's job had used, if the runner recorded them."""
+        ...
+
+    def put_status(self, status: JobStatus, expires_at: int) -> None:
+        """Store a job's status record, replacing the previous one."""
+        ...
+
+    def statuses(self, job_type: str, job_id: str) -> list[JobStatus]:
+        """The status records of a job ID of a type, one per domain it was used in."""
+        ...

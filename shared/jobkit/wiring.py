@@ -1,0 +1,248 @@
+"""The composition root: the one place that builds jobkit's objects.
+
+Apps (``JobQueueGroup.for_domain``), runner Lambdas, the local stack, the
+pytest plugin and the CLI all get their AWS clients, records store, queue
+directory, push groups and runners from a :class:`Wiring`, so a test builds
+them exactly the way production does. Only :class:`AwsClients` creates boto3
+clients, and only on first use: importing this module, or building a
+``Wiring``, makes no request and loads no AWS SDK.
+
+::
+
+    wiring = Wiring.from_environment()           # an app, or a runner Lambda
+    wiring.group("enwiki").push(spec)
+    runner = wiring.runner("refreshLinks")       # what a runner Lambda runs
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from jobkit.clock import Clock, SystemClock
+from jobkit.config import Declaration, declaration_from_environment
+from jobkit.dedup import DedupStore
+from jobkit.errors import ConfigError
+from jobkit.records import DedupUnavailable
+
+if TYPE_CHECKING:
+    from jobkit.push import JobQueueGroup
+    from jobkit.records import RecordsBackend
+    from jobkit.registry import JobRegistry
+    from jobkit.runner import MetricsPort, Runner
+    from jobkit.sqs import QueueDirectory
+
+
+class AwsClients:
+    """boto3 clients, one per service, built on first use.
+
+    Args:
+        region: the region (default: boto3's chain: ``AWS_REGION``, the profile).
+        endpoint_url: another endpoint than AWS's (the local stack).
+        credentials: explicit credentials (``aws_access_key_id`` and so on).
+        clients: clients built elsewhere, by service name (tests that count requests).
+    """
+
+    #: Few, quick DynamoDB retries: the records store fails open, so waiting long
+    #: for a throttled table only delays the job.
+    _CONFIGS: Mapping[str, Mapping[str, Any]] = {
+        "dynamodb": {"retries": {"mode": "standard", "max_attempts": 2}, "connect_timeout": 2, "read_timeout": 2},
+    }
+    _DEFAULT_CONFIG: Mapping[str, Any] = {"retries": {"mode": "standard", "max_attempts": 3}}
+
+    def __init__(
+        self,
+        *,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        credentials: Mapping[str, str] | None = None,
+        clients: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self._credentials = dict(credentials or {})
+        self._clients: dict[str, Any] = dict(clients or {})
+        self._lock = threading.Lock()
+
+    def client(self, service: str) -> Any:
+        with self._lock:
+            if service not in self._clients:
+                import boto3
+                from botocore.config import Config
+
+                self._clients[service] = boto3.client(  # type: ignore[call-overload]
+                    service,
+                    region_name=self.region,
+                    endpoint_url=self.endpoint_url,
+                    config=Config(**self._CONFIGS.get(service, self._DEFAULT_CONFIG)),
+                    **self._credentials,
+                )
+            return self._clients[service]
+
+    @property
+    def sqs(self) -> Any:
+        return self.client("sqs")
+
+    @property
+    def dynamodb(self) -> Any:
+        return self.client("dynamodb")
+
+
+class LazyRecords:
+    """The DynamoDB records backend, built on first use.
+
+    A DynamoDB client (its service model) and pynamodb cost about 300 ms to
+    load; a process whose jobs never touch the jobs table (plain jobs that
+    succeed, an app that pushes no root job) should not pay that. A backend
+    that cannot even be built (no region, say) is unavailable like a throttled
+    table: callers fail open.
+    """
+
+    def __init__(self, clients: AwsClients, table_name: str) -> None:
+        self._clients = clients
+        self._table_name = table_name
+        self._backend: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        with self._lock:
+            if self._backend is None:
+                from botocore.exceptions import BotoCoreError
+
+                from jobkit.dedup_dynamodb import DynamoDBDedupBackend
+
+                try:
+                    self._backend = DynamoDBDedupBackend(self._clients.dynamodb, self._table_name)
+                except BotoCoreError as exc:
+                    raise DedupUnavailable(f"no DynamoDB client for the jobs table: {exc}") from exc
+        return getattr(self._backend, name)
+
+
+class Wiring:
+    """Builds what a process needs from a declaration and its clients.
+
+    Args:
+        declaration: the job types (a runner Lambda gets only its own and the ones they push).
+        clients: where AWS is (default: boto3's own chain).
+        clock: the time source.
+        queue_urls: SQS queue name -> URL, to skip GetQueueUrl (the deployed stack sets these).
+        sleep: how push waits between tries.
+    """
+
+    def __init__(
+        self,
+        declaration: Declaration,
+        *,
+        clients: AwsClients | None = None,
+        clock: Clock | None = None,
+        queue_urls: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.declaration = declaration
+        self.clients = clients or AwsClients()
+        self.clock = clock or SystemClock()
+        self.queue_urls = dict(queue_urls or {})
+        self._sleep = sleep
+        self._group: JobQueueGroup | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Wiring:
+        """What an app or a runner Lambda is configured with: the declaration
+        (``JOBKIT_DECLARATION`` or ``JOBKIT_CONFIG``, and ``JOBKIT_PREFIX``) and
+        the queue URLs the deployed stack passes (``JOBKIT_QUEUE_URLS``)."""
+        import json
+
+        environ = os.environ if environ is None else environ
+        try:
+            queue_urls = json.loads(environ.get("JOBKIT_QUEUE_URLS", "{}"))
+        except ValueError as exc:
+            raise ConfigError("$JOBKIT_QUEUE_URLS", "", f"not valid JSON: {exc}") from exc
+        return cls(declaration_from_environment(environ), queue_urls=queue_urls)
+
+    # -- the jobs table --------------------------------------------------------------
+
+    @cached_property
+    def records(self) -> RecordsBackend:
+        """The jobs table (built on first use)."""
+        return LazyRecords(self.clients, self.declaration.table_name)
+
+    def store(self) -> DedupStore:
+        """A records store with a root cache of its own: one per container."""
+        return DedupStore(self.records, clock=self.clock)
+
+    # -- queues ------------------------------------------------------------------------
+
+    @cached_property
+    def directory(self) -> QueueDirectory:
+        from jobkit.sqs import QueueDirectory
+
+        return QueueDirectory(self.clients.sqs, self.declaration, self.queue_urls)
+
+    def group(self, domain: str | None = None, *, store: DedupStore | None = None) -> JobQueueGroup:
+        """The push SDK for a domain. Groups share one SQS client and one store,
+        which records the root jobs they push (failing open, with a warning)."""
+
+        with self._lock:
+            if self._group is None:
+                self._group = self._new_group(store or self.store())
+        return self._group.for_domain(domain)
+
+    def _new_group(self, store: DedupStore) -> JobQueueGroup:
+        from jobkit.push import JobQueueGroup
+
+        return JobQueueGroup(
+            None,
+            declaration=self.declaration,
+            sqs_client_factory=lambda: self.clients.sqs,
+            queue_urls=self.queue_urls,
+            dedup_store=store,
+            clock=self.clock,
+            sleep=self._sleep,
+        )
+
+    # -- runners -------------------------------------------------------------------------
+
+    def runner(
+        self,
+        queue: str,
+        *,
+        metrics: MetricsPort | None = None,
+        registry: JobRegistry | None = None,
+        rng: random.Random | None = None,
+    ) -> Runner:
+        """The runner of one queue, as its Lambda container builds it: it knows
+        only its queue's types and the types they push, has a store (and root
+        cache) of its own, and pushes through a group that shares that store."""
+        from jobkit.runner import Runner
+        from jobkit.sqs import SqsQueues
+
+        if queue not in self.declaration.queues:
+            raise ConfigError(
+                self.declaration.source, "", f"no queue {queue!r} (queues: {', '.join(self.declaration.queues)})"
+            )
+        own = Wiring(
+            self.declaration.for_runner(queue),
+            clients=self.clients,
+            clock=self.clock,
+            queue_urls=self.queue_urls,
+            sleep=self._sleep,
+        )
+        store = own.store()
+        group = own._new_group(store)
+        return Runner(
+            own.declaration,
+            queue=queue,
+            queues=SqsQueues(self.clients.sqs, own.directory, queue),
+            dedup=store,
+            group_factory=group.for_domain,
+            metrics=metrics,
+            clock=self.clock,
+            registry=registry,
+            rng=rng,
+        )
