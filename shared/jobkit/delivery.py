@@ -1,0 +1,118 @@
+"""One delivery of a job to the runner, and the ports the runner acts through.
+
+A :class:`Delivery` is a parsed record: the SQS record, the spec, the declared
+type, and which attempt this is. The ports are what the runner needs from SQS
+(:class:`jobkit.sqs.SqsQueues`), from CloudWatch (:class:`jobkit.metrics.EmfMetrics`)
+and from Lambda (its context object); the runner never imports boto3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from jobkit.config import JobType
+from jobkit.errors import SpecError
+from jobkit.outcome import Outcome, RecordResult
+from jobkit.record_keys import JobRef
+from jobkit.spec import JobSpecification
+from jobkit.sqs import MAX_JOB_BYTES, DeadLetterReason, message_size, sendable_attributes
+from jobkit.status import NO_STATUS, StatusTracker
+
+
+class QueuePort(Protocol):
+    """The queue operations the runner performs itself (see :class:`jobkit.sqs.SqsQueues`)."""
+
+    def change_visibility(self, receipt_handle: str, seconds: int) -> None: ...
+
+    def dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, now: float) -> None: ...
+
+    def requeue(
+        self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, dict[str, str]] | None = None
+    ) -> str: ...
+
+
+class MetricsPort(Protocol):
+    def record(self, result: RecordResult) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class LambdaContext(Protocol):
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of a parsed job: the record, the spec and what we know of it."""
+
+    record: Mapping[str, Any]
+    spec: JobSpecification
+    job_type: JobType
+    attempt: int
+    receive_count: int
+    status: StatusTracker = field(default=NO_STATUS)
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(self.spec.type, self.spec.domain, self.spec.id)
+
+    @property
+    def message_id(self) -> str:
+        return str(self.record["messageId"])
+
+    @property
+    def prior_attempts(self) -> int:
+        """Attempts made by the messages this one was re-enqueued from."""
+        return self.attempt - self.receive_count
+
+    @property
+    def keys(self) -> dict[str, Any]:
+        """Structured log keys. Never the params: those are logged at DEBUG only."""
+        return {"job_id": self.spec.id, "job_type": self.spec.type, "domain": self.spec.domain}
+
+    def result(self, outcome: Outcome, **fields: Any) -> RecordResult:
+        return RecordResult(
+            message_id=self.record["messageId"],
+            job_type=self.spec.type,
+            outcome=outcome,
+            job_id=self.spec.id,
+            domain=self.spec.domain,
+            attempt=self.attempt,
+            **fields,
+        )
+
+
+def receive_count(record: Mapping[str, Any]) -> int:
+    try:
+        return max(1, int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")))
+    except (TypeError, ValueError):
+        return 1
+
+
+def check_size(record: Mapping[str, Any]) -> None:
+    """A job is at most :data:`~jobkit.sqs.MAX_JOB_BYTES` with its attributes, so
+    that the runner can always re-enqueue it; a bigger message came from another
+    producer (or a hand-made event) and is poison, not a job to run."""
+    body = record["body"]
+    if not isinstance(body, str):
+        raise SpecError(f"message body must be text, got {type(body).__name__}")
+    attributes = record.get("messageAttributes") or {}
+    rough = len(body) + sum(len(name) + 32 + len(str(a.get("stringValue") or "")) for name, a in attributes.items())
+    if 4 * rough <= MAX_JOB_BYTES:
+        return
+    text = body.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    size = message_size(text, sendable_attributes(attributes))
+    if size > MAX_JOB_BYTES:
+        raise SpecError(
+            f"message is {size} bytes with its attributes, over the {MAX_JOB_BYTES} a job may have"
+            " (the SQS limit less the room the runner needs to re-enqueue it)"
+        )
+
+
+def string_attribute_of(record: Mapping[str, Any], name: str) -> str | None:
+    """A message attribute's string value, as Lambda's event spells it."""
+    attribute = (record.get("messageAttributes") or {}).get(name) or {}
+    value = attribute.get("stringValue")
+    return value if isinstance(value, str) else None

@@ -1,0 +1,184 @@
+"""What the runner does with a job that failed, or a message that cannot run.
+
+- A failed attempt writes a failure record; with attempts left, the message is
+  hidden for an exponential backoff and reported as a batch item failure.
+- A job that may not retry, or has used its last attempt, is dead-lettered:
+  the failure record says why (the runner's own word, which the DLQ tools
+  trust), then the message is copied to the DLQ with the reason attached.
+- A message that cannot be parsed, routed or resolved is poison: straight to
+  the DLQ with the reason, alone.
+- A bug in jobkit itself is retried, and dead-lettered with its error on the
+  queue's last receive, never left for SQS to move without a word.
+
+If the DLQ copy fails, the message stays; SQS's redrive policy moves it once
+its receive count passes maxReceiveCount, and the failure record still says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from jobkit.backoff import retry_delay_s
+from jobkit.clock import Clock
+from jobkit.config import QueueConfig
+from jobkit.dedup import DedupStore
+from jobkit.delivery import Delivery, QueuePort, receive_count, string_attribute_of
+from jobkit.error_text import describe, error_message, traceback_tail
+from jobkit.errors import NonRetryableError
+from jobkit.job import Job
+from jobkit.outcome import Outcome, RecordResult
+from jobkit.records import FailureRecord
+from jobkit.spec import JobSpecification
+from jobkit.sqs import TYPE_ATTRIBUTE, DeadLetterReason
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_TYPE = "unknown"
+
+
+class Failures:
+    """Failure handling for the runner of one queue.
+
+    Args:
+        queue: the queue served (its types, and its last receive).
+        queues: SQS operations.
+        store: the records store, if any.
+        clock: the time source.
+        rng: randomness for backoff jitter.
+    """
+
+    def __init__(
+        self, queue: QueueConfig, queues: QueuePort, store: DedupStore | None, clock: Clock, rng: random.Random
+    ) -> None:
+        self._queue = queue
+        self._queues = queues
+        self._store = store
+        self._clock = clock
+        self.rng = rng
+
+    def fail(
+        self, delivery: Delivery, error: BaseException, job: Job | None, *, permanent: bool, fields: dict[str, Any]
+    ) -> RecordResult:
+        """An attempt failed: retry it after a backoff, or dead-letter it."""
+        message = error_message(job, error)
+        if permanent or delivery.attempt >= delivery.job_type.max_attempts:
+            kind = "non_retryable" if permanent else "attempts_exhausted"
+            return self.dead_letter(delivery, kind, error, message, fields)
+        if not self._record(delivery, error, message, None):
+            fields = {**fields, "dedup_unavailable": True}
+        delay = retry_delay_s(delivery.job_type.backoff, delivery.attempt, self.rng)
+        spec = delivery.spec
+        log.warning(
+            "%s %s failed on attempt %d, retrying in %ss: %s",
+            spec.type,
+            spec.id,
+            delivery.attempt,
+            delay,
+            describe(error, message),
+            extra={**delivery.keys, "attempt": delivery.attempt, "traceback": traceback_tail(error, message)},
+        )
+        delivery.status.failed(self._clock.now(), describe(error, message), will_retry=True)
+        try:
+            self._queues.change_visibility(delivery.record["receiptHandle"], delay)
+        except Exception:  # the queue's own visibility timeout applies instead
+            log.warning("could not set the retry backoff", exc_info=True, extra=delivery.keys)
+        return delivery.result(Outcome.RETRIED, error=describe(error, message), **fields)
+
+    def dead_letter(
+        self, delivery: Delivery, kind: str, error: BaseException, message: str, fields: dict[str, Any]
+    ) -> RecordResult:
+        """Dead-letter a job for good: the failure record first, then the DLQ copy."""
+        spec = delivery.spec
+        if not self._record(delivery, error, message, kind):
+            fields = {**fields, "dedup_unavailable": True}
+        log.error(
+            "%s %s failed on attempt %d, dead-lettered (%s): %s",
+            spec.type,
+            spec.id,
+            delivery.attempt,
+            kind,
+            describe(error, message),
+            extra={**delivery.keys, "attempt": delivery.attempt, "traceback": traceback_tail(error, message)},
+        )
+        reason = DeadLetterReason(kind, type(error).__name__, message, delivery.attempt)
+        dead = self._copy_to_dlq(delivery.record, reason, delivery.keys)
+        delivery.status.failed(self._clock.now(), describe(error, message), will_retry=not dead)
+        outcome = Outcome.DEAD_LETTERED if dead else Outcome.RETRIED
+        return delivery.result(outcome, error=describe(error, message), **fields)
+
+    def poison(self, record: Mapping[str, Any], error: Exception, spec: JobSpecification | None = None) -> RecordResult:
+        """A message that cannot run: to the DLQ with the reason, alone."""
+        received = receive_count(record)
+        # The attribute is the sender's word: only a type this runner serves may
+        # become a metric dimension and a log key, not any string a message carries.
+        claimed = spec.type if spec is not None else string_attribute_of(record, TYPE_ATTRIBUTE)
+        job_type = claimed if claimed is not None and claimed in self._queue.types else UNKNOWN_TYPE
+        message_id = record.get("messageId")
+        log.error(
+            "poison message %s dead-lettered: %s",
+            message_id,
+            describe(error, str(error)),
+            extra={"message_id": message_id, "job_type": job_type},
+        )
+        if spec is not None and self._store is not None:  # parsed, but its class did not resolve
+            failure = FailureRecord(
+                spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, str(error), ""
+            )
+            self._store.record_failure(replace(failure, dead_letter_reason="poison"))
+        reason = DeadLetterReason("poison", type(error).__name__, str(error), received)
+        outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
+        return RecordResult(record["messageId"], job_type, outcome, attempt=received, error=describe(error, str(error)))
+
+    def internal_error(self, record: Mapping[str, Any], error: Exception) -> RecordResult:
+        """A bug in jobkit: retried, so a fix deployed meanwhile runs the job; on the
+        queue's last receive it is dead-lettered with the error."""
+        received = receive_count(record)
+        message_id = str(record.get("messageId", "?"))
+        text = describe(error, str(error))
+        if received >= self._queue.max_receive_count:
+            reason = DeadLetterReason("internal_error", type(error).__name__, str(error), received)
+            if self._copy_to_dlq(record, reason, {"message_id": message_id}):
+                return RecordResult(message_id, UNKNOWN_TYPE, Outcome.DEAD_LETTERED, error=text)
+        return RecordResult(message_id, UNKNOWN_TYPE, Outcome.RETRIED, error=text)
+
+    def _record(self, delivery: Delivery, error: BaseException, message: str, reason: str | None) -> bool:
+        if self._store is None:
+            return True
+        spec = delivery.spec
+        record = FailureRecord(
+            spec.id,
+            spec.type,
+            spec.domain,
+            delivery.attempt,
+            self._clock.now(),
+            type(error).__name__,
+            message,
+            traceback_tail(error, message),
+            dead_letter_reason=reason,
+        )
+        return self._store.record_failure(record)
+
+    def _copy_to_dlq(self, record: Mapping[str, Any], reason: DeadLetterReason, keys: dict[str, Any]) -> bool:
+        try:
+            self._queues.dead_letter(record, reason, self._clock.now())
+            return True
+        except Exception:
+            # The original stays in the queue; the redrive policy moves it to the
+            # DLQ once its receive count passes maxReceiveCount.
+            log.exception("could not move a message to the DLQ; leaving it for the redrive policy", extra=keys)
+            return False
+
+
+def is_permanent(job: Job, error: BaseException) -> bool:
+    """Whether a failure may not be retried: NonRetryableError, or allow_retries() said no."""
+    if isinstance(error, NonRetryableError):
+        return True
+    try:
+        return not job.allow_retries()
+    except Exception:
+        log.exception("allow_retries() raised; retrying")
+        return False
