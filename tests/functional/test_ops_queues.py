@@ -75,7 +75,7 @@ def test_queue_counts_match_what_was_pushed(stack: LocalStack, jobkit: Cli) -> N
         "delayed": 2,
         "dead_lettered": 0,
     }
-    assert queues["lowTraffic"]["types"] == ["rare", "rarer"] and queues["lowTraffic"]["dead_lettered"] == 1
+    assert queues["lowTraffic"]["types"] == ["rare", "rarer", "slow"] and queues["lowTraffic"]["dead_lettered"] == 1
     assert queues["noop"]["sqs_name"] == "test-noop"
     # moto's CloudWatch has no SQS metrics: the oldest message's age is unknown
     assert queues["noop"]["oldest_age_s"] is None and report["metrics_error"] is None

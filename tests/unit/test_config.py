@@ -48,7 +48,7 @@ def test_defaults_table_applies_to_every_type(tmp_path: Path) -> None:
 
 def test_types_sharing_a_queue_share_one_function(test_declaration: Declaration) -> None:
     queue = test_declaration.queues["lowTraffic"]
-    assert queue.types == ("rare", "rarer")
+    assert queue.types == ("rare", "rarer", "slow")
     assert queue.max_receive_count == 5  # the largest; the runner enforces rare's 2 itself
     assert queue.timeout_s == 120
     assert queue.visibility_timeout_s == 720

@@ -13,6 +13,10 @@ Everything here reaches into moto's internals, so it is kept in one place:
   queue's attributes, three scans of the whole queue each: receiving is
   O(depth) per message. :func:`faster_receives` reads the one attribute it
   needs instead; the check is the same.
+- moto measures the 12-hour limit on a message's visibility timeout from the
+  time the message was *sent*, so a message older than 12 hours can never have
+  its visibility changed again, not even to 0. AWS measures it from the receive.
+  :func:`aws_visibility_limit` applies AWS's rule.
 - moto's DynamoDB evaluates a conditional write's condition and applies the
   write in separate steps, with no lock: two threads can both pass the same
   condition (24 of 30 simultaneous double deliveries of a ``deliver_once``
@@ -139,3 +143,44 @@ def serial_dynamodb() -> Iterator[None]:
     finally:
         for name, operation in originals.items():
             setattr(backend_class, name, operation)
+
+
+#: SQS's longest visibility timeout, counted from the receive.
+_MAX_VISIBILITY_MS = 43_200 * 1000
+
+
+@contextlib.contextmanager
+def aws_visibility_limit() -> Iterator[None]:
+    import importlib
+
+    sqs_models: Any = importlib.import_module("moto.sqs.models")
+    message_class, backend_class = sqs_models.Message, sqs_models.SQSBackend
+    original_received, original_change = message_class.mark_received, backend_class.change_message_visibility
+
+    def mark_received(self: Any, visibility_timeout: int | None = None) -> None:
+        original_received(self, visibility_timeout)
+        self.jobkit_received_at = sqs_models.unix_time_millis()
+
+    def change_message_visibility(self: Any, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
+        queue = self.get_queue(queue_name)
+        for message in queue._messages:
+            if message.had_receipt_handle(receipt_handle):
+                received_at = getattr(message, "jobkit_received_at", message.sent_timestamp)
+                until = sqs_models.unix_time_millis() + int(visibility_timeout) * 1000
+                if until - received_at > _MAX_VISIBILITY_MS:
+                    raise sqs_models.InvalidParameterValue(
+                        f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "
+                        "VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+                    )
+                message.change_visibility(visibility_timeout)
+                if message.visible and message in queue.pending_messages:
+                    queue.pending_messages.remove(message)
+                return
+        raise sqs_models.ReceiptHandleIsInvalid
+
+    message_class.mark_received = mark_received
+    backend_class.change_message_visibility = change_message_visibility
+    try:
+        yield
+    finally:
+        message_class.mark_received, backend_class.change_message_visibility = original_received, original_change

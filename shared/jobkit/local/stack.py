@@ -28,6 +28,7 @@ from jobkit.dedup import DedupStore
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.fleet import Fleet
 from jobkit.local.moto_time import (
+    aws_visibility_limit,
     faster_receives,
     has_receivable,
     moto_on_clock,
@@ -136,6 +137,7 @@ class LocalStack:
     def _start_aws(self) -> None:
         self._exit.enter_context(faster_receives())
         self._exit.enter_context(serial_dynamodb())
+        self._exit.enter_context(aws_visibility_limit())
         if isinstance(self.clock, VirtualClock):
             self._exit.enter_context(moto_on_clock(self.clock))
         if self._server_wanted:
@@ -261,6 +263,7 @@ class LocalStack:
         max_polls: int = 1_000_000,
         on_poll: Callable[[int], None] | None = None,
         parallel: bool = False,
+        timeout_s: float | None = None,
     ) -> int:
         """Run jobs until every queue is empty, or until the clock reaches ``until``.
 
@@ -272,11 +275,18 @@ class LocalStack:
         With ``parallel``, each queue runs up to its ``max_concurrency`` batches
         at once in virtual time, as on Lambda (see :mod:`jobkit.local.fleet`);
         that needs a frozen :class:`VirtualClock`.
+
+        Raises:
+            RuntimeError: after ``max_polls`` rounds, or ``timeout_s`` real
+                seconds, with jobs still queued.
         """
         if parallel:
             return self._fleet().run(until, on_poll)
         delivered = 0
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for _ in range(max_polls):
+            if deadline is not None and time.monotonic() > deadline:
+                raise RuntimeError(f"drain did not finish within {timeout_s} s ({delivered} records delivered)")
             if until is not None and self.clock.now() >= until:
                 break
             batch = self.poll_once()

@@ -44,19 +44,33 @@ DEFAULT_START = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 class JobkitStack:
     """The local stack for tests: push, drain, inspect.
 
+    The virtual clock flows with real time, as on AWS: a job takes the time it
+    takes, and one that starts after another was pushed really starts after it
+    (``remove_duplicates`` counts on that). Waits (a retry's backoff, a delay,
+    a visibility timeout) are skipped, not slept through.
+
     Args:
         declaration: the job types (default: ``declaration_from_environment()``,
             i.e. $JOBKIT_CONFIG or infra/jobs.toml).
-        start: where the virtual clock starts (epoch seconds). It only moves
-            when a drain skips a wait, or when you call :meth:`advance`.
+        start: where the virtual clock starts (epoch seconds).
         seed: seeds retry jitter, so runs repeat.
+        frozen: stop the clock instead: it moves only when a drain skips a wait
+            or you call :meth:`advance` (exact pickup delays, but every run then
+            starts at the instant it was pushed).
     """
 
-    def __init__(self, declaration: Declaration | None = None, *, start: float = DEFAULT_START, seed: int = 0) -> None:
+    def __init__(
+        self,
+        declaration: Declaration | None = None,
+        *,
+        start: float = DEFAULT_START,
+        seed: int = 0,
+        frozen: bool = False,
+    ) -> None:
         from jobkit.local.stack import LocalStack
 
         self.declaration = declaration or declaration_from_environment()
-        self.clock = VirtualClock(start)
+        self.clock = VirtualClock(start, flowing=not frozen)
         self._errors: dict[str, BaseException] = {}
         self.stack = LocalStack(
             self.declaration,
@@ -84,7 +98,14 @@ class JobkitStack:
 
     # -- running ------------------------------------------------------------------------
 
-    def drain(self, *, raise_errors: bool = True, until: float | None = None) -> list[RecordResult]:
+    def drain(
+        self,
+        *,
+        raise_errors: bool = True,
+        until: float | None = None,
+        max_polls: int = 100_000,
+        timeout_s: float | None = 60.0,
+    ) -> list[RecordResult]:
         """Run queued jobs (and the jobs they push) until the queues are empty.
 
         Retries wait out their backoff and delayed jobs their release time on
@@ -95,12 +116,17 @@ class JobkitStack:
                 (dead-lettered); a job that failed and then succeeded on a retry
                 raises nothing.
             until: stop when the virtual clock reaches this time (epoch seconds).
+            max_polls: fail after this many polling rounds (a job that re-enqueues itself forever).
+            timeout_s: fail after this many real seconds (``None``: no limit).
 
         Returns:
             What happened to each message delivered during this drain.
+
+        Raises:
+            RuntimeError: a bound was reached with jobs still queued.
         """
         before = len(self.stack.results.results)
-        self.stack.drain(until=until)
+        self.stack.drain(until=until, max_polls=max_polls, timeout_s=timeout_s)
         results = self.stack.results.results[before:]
         if raise_errors:
             self._raise_first_failure(results)
@@ -113,6 +139,48 @@ class JobkitStack:
     def advance(self, seconds: float) -> None:
         """Move the virtual clock forward."""
         self.clock.advance(seconds)
+
+    # -- handles for fault tests ----------------------------------------------------------
+
+    @property
+    def sqs(self) -> Any:
+        """The stack's own SQS client (hook ``client.meta.events`` to inject faults)."""
+        return self.stack.sqs
+
+    @property
+    def dynamodb(self) -> Any:
+        """The stack's own DynamoDB client."""
+        return self.stack.dynamodb
+
+    def queue_url(self, job_type: str, *, dlq: bool = False) -> str:
+        """The URL of a type's queue, or of its DLQ."""
+        return self.stack.queue_url(self.declaration.job_type(job_type).queue, dlq=dlq)
+
+    def queue_arn(self, job_type: str, *, dlq: bool = False) -> str:
+        """The ARN of a type's queue, or of its DLQ."""
+        return self.stack.queue_arn(self.declaration.job_type(job_type).queue, dlq=dlq)
+
+    def receive(self, job_type: str, max_messages: int = 10) -> list[dict[str, Any]]:
+        """Receive messages from a type's queue as Lambda's poller does (each
+        receive counts toward the queue's maxReceiveCount), without running them:
+        hand them to :meth:`deliver`, twice for a duplicate delivery, or drop them
+        for an invocation that died before it reported."""
+        response = self.sqs.receive_message(
+            QueueUrl=self.queue_url(job_type),
+            MaxNumberOfMessages=min(10, max_messages),
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages: list[dict[str, Any]] = response.get("Messages", [])
+        return messages
+
+    def deliver(self, job_type: str, messages: list[dict[str, Any]]) -> list[RecordResult]:
+        """Hand already-received messages to the type's runner, as the event source
+        mapping does (it deletes those the runner does not report as failed).
+        Calling it again with the same messages is SQS delivering them again."""
+        before = len(self.stack.results.results)
+        self.stack.mappings[self.declaration.job_type(job_type).queue].deliver(messages)
+        return self.stack.results.results[before:]
 
     def _raise_first_failure(self, results: Sequence[RecordResult]) -> None:
         failed = [r for r in results if r.outcome in (Outcome.DEAD_LETTERED, Outcome.POISONED)]
