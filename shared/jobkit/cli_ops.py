@@ -247,8 +247,11 @@ def dlq() -> None:
     """Dead letters: list, show, redrive, purge, delete.
 
     TARGET is a job type or a queue. A type with a queue of its own means its
-    whole DLQ; a type on a shared queue means only that type's messages; a
-    queue name means the queue's whole DLQ.
+    whole DLQ; a type on a shared queue means only the messages whose body is
+    that type's; a queue name means the queue's whole DLQ, with the messages
+    that are not jobs. A message ID selects its message in any TARGET of its DLQ.
+    Reasons are verified (the jobs table, or the tool's own check of the body);
+    a message's jobkit.* attributes are shown as unverified claims.
     """
 
 
@@ -257,12 +260,11 @@ def dlq() -> None:
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="Show at most this many.")
 @_ops_command
 def dlq_list(config: CliConfig, output: Output, target: str, limit: int) -> None:
-    """Dead letters with job ID, type, domain, age, attempts and the last error. Consumes nothing."""
+    """Dead letters with job ID, type, domain, age, attempts, the verified reason and error. Consumes nothing."""
     from jobkit.ops import list_dead_letters, resolve_scope, views
 
-    scope = resolve_scope(config.declaration, target)
-    listing = list_dead_letters(config.client("sqs"), config.directory, scope, records=config.records, limit=limit)
-    now = config.now()
+    scope, now, sqs = resolve_scope(config.declaration, target), config.now(), config.client("sqs")
+    listing = list_dead_letters(sqs, config.directory, scope, records=config.records, now=now, limit=limit)
     output.show(listing.to_json(now), lambda: views.dead_letters_table(listing, now))
 
 
@@ -271,16 +273,13 @@ def dlq_list(config: CliConfig, output: Output, target: str, limit: int) -> None
 @click.argument("id_", metavar="ID")
 @_ops_command
 def dlq_show(config: CliConfig, output: Output, target: str, id_: str) -> None:
-    """One dead letter (by job or message ID): its full spec and every failure record."""
-    from jobkit.ops import list_dead_letters, resolve_scope, views
+    """One dead letter (by job or message ID): its full body, every failure record and its final attempt."""
+    from jobkit.ops import find_dead_letters, resolve_scope, views
 
-    scope = resolve_scope(config.declaration, target)
-    listing = list_dead_letters(
-        config.client("sqs"), config.directory, scope, records=config.records, limit=None, ids=[id_], failure_limit=100
-    )
+    scope, now = resolve_scope(config.declaration, target), config.now()
+    listing = find_dead_letters(config.client("sqs"), config.directory, scope, id_, records=config.records, now=now)
     if not listing.items:
         raise click.ClickException(f"no dead letter with job or message ID {id_} in {scope.describe()}")
-    now = config.now()
     output.show(
         {"messages": [d.to_json(now, full=True) for d in listing.items]},
         lambda: views.dead_letter_details(listing.items, now),
@@ -290,7 +289,7 @@ def dlq_show(config: CliConfig, output: Output, target: str, id_: str) -> None:
 @dlq.command("redrive")
 @click.argument("target")
 @click.option("--id", "ids", multiple=True, help="Only this job or message ID (repeatable).")
-@click.option("--error-contains", default=None, help="Only messages whose last error contains this (any case).")
+@click.option("--error-contains", default=None, help="Only messages whose verified last error has this (any case).")
 @click.option("--dry-run", is_flag=True, help="Show what would be sent back; change nothing.")
 @_ops_command
 def dlq_redrive(
@@ -312,6 +311,7 @@ def dlq_redrive(
             error_contains=error_contains,
             dry_run=dry_run,
             on_progress=lambda moved: progress.update(task, completed=moved),
+            now=config.now(),
         )
     output.show(report.to_json(), lambda: views.redrive_text(report))
 
@@ -368,17 +368,23 @@ def push(
 
 @click.command()
 @click.argument("job_id", metavar="ID")
+@click.option("--type", "job_type", default=None, help="Only this job type (default: every declared type).")
+@click.option("--domain", default=None, help="Only this domain (default: every domain).")
+@click.option("--no-domain", is_flag=True, help="Only the job without a domain.")
 @_ops_command
-def job(config: CliConfig, output: Output, job_id: str) -> None:
-    """A job's status (types with track_status) and its failure records."""
-    from jobkit.ops import job_report, views
+def job(
+    config: CliConfig, output: Output, job_id: str, job_type: str | None, domain: str | None, no_domain: bool
+) -> None:
+    """A job's status (types with track_status), failure records and final attempt.
+    An ID used in several types or domains is several jobs: each is shown."""
+    from jobkit.ops import ANY_DOMAIN, job_report, views
 
-    report = job_report(config.records, config.declaration, job_id)
+    if domain is not None and no_domain:
+        raise click.UsageError("give --domain or --no-domain, not both")
+    wanted = None if no_domain else (domain if domain is not None else ANY_DOMAIN)
+    report = job_report(config.records, config.declaration, job_id, job_type=job_type, domain=wanted)
     if not report.found:
-        raise click.ClickException(
-            f"no records of job {job_id}: its type does not track status and it never failed,"
-            " or it is older than 14 days"
-        )
+        raise click.ClickException(report.not_found(job_type, wanted))
     output.show(report.to_json(), lambda: views.job_view(report))
 
 

@@ -18,7 +18,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from jobkit import JobSpecification
+from jobkit import JobSpecification, NonRetryableError
 from jobkit.cli_ops import CliConfig, register_ops_commands
 from jobkit.local import LocalStack
 from jobkit.ops import redrive, resolve_scope
@@ -26,7 +26,7 @@ from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
 
 from conftest import FIXTURES
-from testjobs import BROKEN, RUNS
+from testjobs import BROKEN, HOOKS, RUNS
 
 Cli = Callable[..., Result]
 
@@ -133,8 +133,8 @@ def test_a_whole_queue_redrive_falls_back_to_copying_where_move_tasks_are_missin
     report = as_json(jobkit, "dlq", "redrive", "alwaysFails")
     assert report["mode"] == "copy" and report["moved"] == 1
     assert "StartMessageMoveTask" in report["native_unavailable"]
-    # The copy is the same body (priorAttempts and all), with its type and
-    # without the old reason, and SQS counts its receives afresh
+    # The copy is the same body, with its type and without the old reason, and
+    # SQS counts its receives afresh
     [message] = stack.sqs.receive_message(
         QueueUrl=stack.queue_urls["test-alwaysFails"],
         MessageAttributeNames=["All"],
@@ -144,6 +144,57 @@ def test_a_whole_queue_redrive_falls_back_to_copying_where_move_tasks_are_missin
     assert set(message["MessageAttributes"]) == {"JobType"}
     assert message["Attributes"]["ApproximateReceiveCount"] == "1"
     assert stack.queue_depth("alwaysFails", dlq=True) == 0
+
+
+def test_a_redriven_job_gets_its_full_attempts_even_after_a_deferral(stack: LocalStack, jobkit: Cli) -> None:
+    # Given a remove-duplicates job J whose first attempt fails ...
+    j, twin = (JobSpecification("hooked", {"page": "X"}) for _ in range(2))
+    stack.queue_group().push(j)
+    stack.clock.advance(1)
+    HOOKS.append(lambda: False)
+    assert stack.poll_once() == 1
+    # ... and which comes back while its twin runs: deferred as a new message, which
+    # the runner marks (jobkit.deferred) and for which it records the attempt used
+
+    def deliver_j_then_fail_for_good() -> bool:
+        wake = stack.next_wakeup()
+        assert wake is not None
+        stack.clock.advance(wake - stack.clock.now() + 0.01)
+        assert stack.poll_once() == 1
+        raise NonRetryableError("the twin fails for good")
+
+    stack.queue_group().push(twin)
+    HOOKS.extend([deliver_j_then_fail_for_good, lambda: False])
+    stack.poll_once()
+    deferred = [r for r in stack.results.results if r.job_id == j.id and r.outcome is Outcome.DEFERRED]
+    assert [r.attempt for r in deferred] == [2]
+    # When the deferred copy fails its second attempt, and its runner then dies
+    # until SQS's redrive policy moves it (keeping its attributes)
+    stack.clock.advance(stack.declaration.queues["hooked"].visibility_timeout_s)
+    assert stack.poll_once() == 1
+    assert [r.attempt for r in stack.results.attempts(j.id)][-1] == 2
+    url = stack.queue_url("hooked")
+    for _ in range(2):
+        stack.clock.advance(stack.declaration.queues["hooked"].visibility_timeout_s + 60)
+        assert stack.sqs.receive_message(QueueUrl=url)["Messages"]
+    stack.clock.advance(stack.declaration.queues["hooked"].visibility_timeout_s + 60)
+    assert "Messages" not in stack.sqs.receive_message(QueueUrl=url)
+    [dead] = as_json(jobkit, "dlq", "show", "hooked", j.id)["messages"]
+    assert "jobkit.deferred" in dead["attributes"]
+    assert (dead["reason"], dead["attempts"]) == ("redrive_policy", 2)
+    # Then, fixed and redriven, it is a new message without the marker: it gets
+    # the type's full max_attempts again (two more failures, then a success)
+    moved = as_json(jobkit, "dlq", "redrive", "hooked", "--id", j.id)
+    assert moved["moved"] == 1 and moved["message_ids"] == [dead["message_id"]]
+    stack.results.clear()
+    HOOKS.extend([lambda: False, lambda: False])
+    stack.drain()
+    assert [(r.attempt, r.outcome) for r in stack.results.attempts(j.id)] == [
+        (1, Outcome.RETRIED),
+        (2, Outcome.RETRIED),
+        (3, Outcome.SUCCEEDED),
+    ]
+    assert stack.queue_depth("hooked") == 0
 
 
 class CaptureMoveTask:
@@ -224,13 +275,16 @@ def test_a_poison_message_shows_the_start_of_its_body(stack: LocalStack, jobkit:
     stack.sqs.send_message(QueueUrl=stack.queue_urls["test-noop"], MessageBody=body)
     stack.drain()
     [dead] = as_json(jobkit, "dlq", "list", "noop")["messages"]
-    assert (dead["job_id"], dead["type"], dead["reason"]) == (None, None, "poison")
-    assert dead["body_start"] == body[:120] and dead["parse_error"].startswith("not JSON")
-    assert dead["error_class"] == "SpecError"
+    assert (dead["job_id"], dead["type"], dead["readable"], dead["reason"]) == (None, None, False, "poison")
+    assert dead["body_start"] == body[:120] and dead["parse_error"].startswith("message body is not valid JSON")
+    # the error is the tool's own parse, verified, and the runner's attributes agree
+    assert (dead["error_class"], dead["verified"], dead["error"]) == ("SpecError", True, dead["parse_error"])
+    assert dead["claimed"]["reason"] == "poison"
 
 
 def push_poison(stack: LocalStack, job_type: str) -> None:
-    """A malformed message that names its type in the JobType attribute."""
+    """A malformed message that claims a type in the JobType attribute: not a
+    job, so it belongs to no type (only the queue's whole DLQ)."""
     stack.sqs.send_message(
         QueueUrl=stack.queue_urls["test-lowTraffic"],
         MessageBody='{"v": 1}',
@@ -239,22 +293,31 @@ def push_poison(stack: LocalStack, job_type: str) -> None:
 
 
 def test_on_a_shared_queue_a_type_means_only_its_own_dead_letters(stack: LocalStack, jobkit: Cli) -> None:
-    # Given the lowTraffic DLQ holding a dead rare job and a poison rarer message
+    # Given the lowTraffic DLQ holding a dead rare job and a poison message claiming to be rarer
     rare = JobSpecification("rare")
     stack.queue_group().push(rare)
     push_poison(stack, "rarer")
     stack.drain()
     assert stack.queue_depth("lowTraffic", dlq=True) == 2
     assert [m["job_id"] for m in as_json(jobkit, "dlq", "list", "rare")["messages"]] == [rare.id]
-    assert {m["type"] for m in as_json(jobkit, "dlq", "list", "lowTraffic")["messages"]} == {"rare", "rarer"}
+    assert as_json(jobkit, "dlq", "list", "rarer")["messages"] == []
+    listed = as_json(jobkit, "dlq", "list", "lowTraffic")["messages"]
+    assert {(m["type"], m["claimed_type"]) for m in listed} == {("rare", None), (None, "rarer")}
     # When purging rare is declined, nothing goes; the prompt says what stays
     declined = jobkit("dlq", "purge", "rare", input="n\n", ok=False)
     assert declined.exit_code == 1 and "shared with rarer" in declined.output and "other types" in declined.output
     assert stack.queue_depth("lowTraffic", dlq=True) == 2
     # When it is confirmed, only rare's dead letter goes
     purged = as_json(jobkit, "dlq", "purge", "rare", "--yes")
-    assert purged == {"mode": "delete", "dlq": "test-lowTraffic-dlq", "removed": 1, "job_ids": [rare.id]}
-    assert [m["type"] for m in as_json(jobkit, "dlq", "list", "lowTraffic")["messages"]] == ["rarer"]
+    [rare_message] = [m["message_id"] for m in listed if m["job_id"] == rare.id]
+    assert purged == {
+        "mode": "delete",
+        "dlq": "test-lowTraffic-dlq",
+        "removed": 1,
+        "job_ids": [rare.id],
+        "message_ids": [rare_message],
+    }
+    assert [m["claimed_type"] for m in as_json(jobkit, "dlq", "list", "lowTraffic")["messages"]] == ["rarer"]
 
 
 def test_purge_empties_the_dlq(stack: LocalStack, jobkit: Cli) -> None:
@@ -264,7 +327,7 @@ def test_purge_empties_the_dlq(stack: LocalStack, jobkit: Cli) -> None:
     assert stack.queue_depth("buggy", dlq=True) == 0
     push_poison(stack, "rarer")
     stack.drain()
-    assert "test-lowTraffic-dlq (types rare, rarer)" in jobkit("dlq", "purge", "lowTraffic", input="y\n").output
+    assert "test-lowTraffic-dlq (types rare, rarer" in jobkit("dlq", "purge", "lowTraffic", input="y\n").output
     assert stack.queue_depth("lowTraffic", dlq=True) == 0
 
 

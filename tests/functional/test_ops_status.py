@@ -112,6 +112,53 @@ def test_an_untracked_job_shows_only_its_failure_records(stack: LocalStack, jobk
     assert unknown.exit_code == 1 and "no records of job no-such-job" in unknown.output
 
 
+def test_a_job_id_used_in_several_types_and_domains_shows_each_job(stack: LocalStack, jobkit: Cli) -> None:
+    # Given one job ID used by three jobs: a flaky one in two domains, and a tracked one without a domain
+    group = stack.queue_group()
+    group.push([JobSpecification("flaky", {"fail_times": 1}, id="shared", domain=d) for d in ("enwiki", "dewiki")])
+    group.push(JobSpecification("tracked", {"result": "ok"}, id="shared"))
+    stack.drain()
+    # Then the ID shows all three, each with its own records
+    report = job_json(jobkit, "shared")
+    assert [(m["type"], m["domain"]) for m in report["matches"]] == [
+        ("flaky", "dewiki"),
+        ("flaky", "enwiki"),
+        ("tracked", None),
+    ]
+    assert "status" not in report  # no single job to speak for
+    assert [[f["attempt"] for f in m["failures"]] for m in report["matches"]] == [[1], [1], []]
+    assert report["matches"][2]["status"]["result"] == "ok"
+    assert "is used by 3 jobs" in jobkit("job", "shared").stdout
+    # And --type and --domain pick one, in the single-job shape
+    one = json.loads(jobkit("job", "shared", "--type", "flaky", "--domain", "dewiki", "--json").stdout)
+    assert (one["type"], one["domain"], one["status"], [f["attempt"] for f in one["failures"]]) == (
+        "flaky",
+        "dewiki",
+        None,
+        [1],
+    )
+    assert [m["domain"] for m in one["matches"]] == ["dewiki"]
+    tracked = json.loads(jobkit("job", "shared", "--no-domain", "--json").stdout)
+    assert (tracked["type"], tracked["status"]["state"]) == ("tracked", "succeeded")
+    missing = jobkit("job", "shared", "--type", "flaky", "--domain", "frwiki", ok=False)
+    assert missing.exit_code == 1 and "no records of job shared of type flaky in domain frwiki" in missing.output
+    unknown = jobkit("job", "shared", "--type", "nope", ok=False)
+    assert unknown.exit_code == 1 and "unknown job type 'nope'" in unknown.output
+
+
+def test_a_job_shows_its_final_attempt(stack: LocalStack, jobkit: Cli) -> None:
+    # Given a job that fails twice, then succeeds on its last attempt
+    spec = JobSpecification("flaky", {"fail_times": 2}, domain="enwiki")
+    stack.queue_group().push(spec)
+    stack.drain()
+    # Then its final attempt is shown, with its success
+    report = job_json(jobkit, spec.id)
+    final = report["final_attempt"]
+    assert (final["attempt"], final["succeeded_at"] is not None) == (3, True)
+    assert [f["attempt"] for f in report["failures"]] == [2, 1]
+    assert "attempt 3 (the last allowed)" in jobkit("job", spec.id).stdout
+
+
 def test_what_tracking_costs(stack: LocalStack, dynamodb_requests: RequestCounter) -> None:
     # A tracked job: one write when it starts and one when it ends ...
     stack.queue_group().push(JobSpecification("tracked", {"result": 1}))

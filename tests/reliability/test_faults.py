@@ -21,7 +21,7 @@ from jobkit.config import load_declaration
 from jobkit.dedup import Candidate
 from jobkit.errors import JobQueueError
 from jobkit.local import LocalStack
-from jobkit.ops.dead_letters import REDRIVE_POLICY, dead_letter
+from jobkit.ops.dead_letters import dead_letter
 from jobkit.outcome import Outcome
 from jobkit.record_keys import JobRef
 from jobkit.records import JobRuns
@@ -380,7 +380,7 @@ def test_when_every_dlq_copy_fails_the_redrive_policy_moves_the_poison_message(r
     ].max_receive_count
     [dead] = rig.dead_letters()
     assert dead["Body"] == body and not reason(dead)
-    assert dead_letter(dead).reason == REDRIVE_POLICY
+    assert dead_letter(dead).reason == "poison"  # the DLQ tools parse the body themselves
 
 
 def test_a_failed_delete_after_the_dlq_copy_is_left_to_the_poller_not_a_second_copy(rig: Rig) -> None:

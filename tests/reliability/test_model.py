@@ -8,7 +8,13 @@ polling round; deliver the same received batch twice; re-send a copy of a
 message; receive a batch and drop it (an invocation that died before it
 reported); let time pass (past a claim's lease, past a visibility timeout);
 make DynamoDB fail for a while; make one SQS operation fail; make some entries
-of the next SendMessageBatch fail. Each job's script says how its attempts go:
+of the next SendMessageBatch fail. And what careless or hostile producers do:
+remove-duplicates roots sent by a producer that does not record them; root
+timestamps from the future, null ones, release times in milliseconds, 400-digit
+numbers, a body with its type twice, a body whose type belongs to another
+queue; one job ID reused in two domains and two types; parents that push
+deliver-once children and then fail; and an operator's redrive of a DLQ
+(after deferrals, too). Each job's script says how its attempts go:
 succeed, fail N times then succeed, fail for good, or kill the invocation
 (``testjobs.SimulatedCrash``, a BaseException, after the claims were taken).
 
@@ -18,25 +24,30 @@ accepted from a push:
 
 - it ended in a terminal category: succeeded, duplicate (of a successful run,
   or a deliver-once redelivery after a success), superseded, or dead-lettered;
+  a producer's bad body is dead-lettered as poison and never runs;
 - a dead letter says why: jobkit's reason attributes, or, when SQS's redrive
   policy moved it, the job's failure records, or a delivery the model lost;
 - a job is in a DLQ *and* done only if the model lost a delivery of it (a
   crashed batch, a failed delete: SQS's at-least-once);
 - each de-duplication is justified: a duplicate has a twin that started after
-  it was enqueued and succeeded; a superseded leaf has a newer root; a
-  redelivery follows a success of the same job;
+  it was enqueued and succeeded; a superseded leaf has a newer root that was
+  recorded (pushed through jobkit, or a virtual root) or ran; a redelivery
+  follows a success of the same job;
+- a deliver-once child of a parent that failed after pushing it succeeded at
+  most once; a redriven job's first run after the redrive is its attempt 1;
 - the outcome matches the script when nothing disturbed the job: a job that
   can succeed within its attempts is not dead-lettered, a job that cannot is;
 - no attempt started before the job's release time.
 
 One local stack serves every example (creating one costs half a second): each
 example pushes to a fresh domain, which is part of every dedup key, and leaves
-the queues empty.
+the queues empty. Jobs are told apart by type, domain and ID, as jobkit does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -47,7 +58,7 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
-from ledger import Category, Fate, SentJobs, fates, job_id_of, reason
+from ledger import Category, Fate, SentJobs, by_job, fates, key_of, reason
 
 from jobkit import JobSpecification
 from jobkit.clock import VirtualClock
@@ -56,7 +67,10 @@ from jobkit.errors import JobKitError, JobQueueError
 from jobkit.local import LocalStack
 from jobkit.local.moto_time import has_receivable
 from jobkit.local.stack import ACCOUNT_ID
+from jobkit.ops.redrive import redrive
+from jobkit.ops.scope import resolve_scope
 from jobkit.outcome import Outcome
+from jobkit.push import derived_job_id
 from jobkit.record_keys import JobRef
 from jobkit.records import JobRuns
 from jobkit.spec import new_root_job_params
@@ -79,7 +93,49 @@ EXAMPLES = 200
 EXAMPLE_SPACING_S = 100_000  # far apart: an example's messages, claims and roots never meet the next's
 DECLARATION = load_declaration(FIXTURES / "reliability.toml")
 QUEUES = sorted(DECLARATION.queues)
-TWIN_IGNORED = DECLARATION.types["twin"].remove_duplicates_ignore_params
+#: The remove_duplicates types, and the params each leaves out of its dedup hash.
+IGNORED = {name: t.remove_duplicates_ignore_params for name, t in DECLARATION.types.items() if t.remove_duplicates}
+
+
+def _body(job_type: str, job_id: str, domain: str, now: float, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"v": 1, "id": job_id, "type": job_type, "domain": domain, "params": {}, "enqueuedAt": now}
+    params = changes.pop("params", {})
+    data["params"] = params
+    return {**data, **changes}
+
+
+SIG = "c" * 40
+#: kind -> (id, domain, now) -> (the type the body names, the queue it is sent to, the body)
+BAD_BODIES: dict[str, Callable[[str, str, float], tuple[str, str, str]]] = {
+    "root timestamp an hour ahead": lambda i, d, now: (
+        "leaf",
+        "shared",
+        json.dumps(_body("leaf", i, d, now, params={"rootJobSignature": SIG, "rootJobTimestamp": now + 3600})),
+    ),
+    "null root timestamp": lambda i, d, now: (
+        "leaf",
+        "shared",
+        json.dumps(_body("leaf", i, d, now, params={"rootJobSignature": SIG, "rootJobTimestamp": None})),
+    ),
+    "release time in milliseconds": lambda i, d, now: (
+        "plain",
+        "plain",
+        json.dumps(_body("plain", i, d, now, releaseAt=now * 1000)),
+    ),
+    "400-digit enqueue time": lambda i, d, now: (
+        "plain",
+        "plain",
+        json.dumps(_body("plain", i, d, now)).replace(f'"enqueuedAt": {json.dumps(now)}', '"enqueuedAt": ' + "9" * 400),
+    ),
+    "type given twice": lambda i, d, now: (
+        "plain",
+        "plain",
+        json.dumps(_body("plain", i, d, now)).replace('"type": "plain"', '"type": "plain", "type": "twin"'),
+    ),
+    "a type of another queue": lambda i, d, now: ("twin", "plain", json.dumps(_body("twin", i, d, now))),
+    # the parent runner knows "once" (its jobs push it) but must not run one
+    "a type this queue's jobs push": lambda i, d, now: ("once", "parent", json.dumps(_body("once", i, d, now))),
+}
 
 SCRIPTS = st.sampled_from(
     [
@@ -105,7 +161,7 @@ class Harness:
         self.stack = LocalStack(DECLARATION, clock=self.clock, seed=7).start()
         testjobs.use_clock(self.clock)
         sqs, dynamodb = self.stack.sqs, self.stack.dynamodb
-        self.sent = SentJobs(sqs)
+        self.sent = SentJobs(sqs, key=by_job)
         self.last_batch: list[str] = []
         self.received: set[str] = set()
         sqs.meta.events.register("after-call.sqs.ReceiveMessage", self._received)
@@ -131,7 +187,7 @@ class Harness:
         self.jobs = 0
 
     def _received(self, parsed: dict[str, Any], **_: Any) -> None:
-        ids = [job_id_of(m["Body"]) or m["MessageId"] for m in parsed.get("Messages", [])]
+        ids = [key_of(m["Body"], by_job) or m["MessageId"] for m in parsed.get("Messages", [])]
         if ids:
             self.last_batch = ids
             self.received.update(ids)
@@ -199,6 +255,11 @@ class JobModel(RuleBasedStateMachine):
         self.lost: set[str] = set()  # jobs with a delivery lost to a crash, a drop or a fault
         self.crashed: set[str] = set()  # jobs whose own script killed an invocation
         self.copied: set[str] = set()
+        self.foreign: set[str] = set()  # sent by a producer that records no roots
+        self.bad: set[str] = set()  # bodies a runner must refuse as poison
+        self.children: set[str] = set()  # pushed by a parent that may have failed after pushing
+        self.redriven: dict[str, float] = {}  # job -> when an operator redrove it
+        self.serial = 0
 
     @property
     def h(self) -> Harness:
@@ -251,6 +312,72 @@ class JobModel(RuleBasedStateMachine):
             return  # the store was down: nothing was recorded
         self.virtual_roots.append((params["rootJobSignature"], params["rootJobTimestamp"]))
 
+    # -- what careless and hostile producers send ----------------------------------------
+
+    def _send_foreign(self, queue: str, bodies: list[str]) -> None:
+        """A producer in another language: bodies of its own making, one
+        SendMessageBatch, no root recording."""
+        self.h.jobs += len(bodies)
+        entries = [
+            {"Id": str(n), "MessageBody": text, "MessageAttributes": {TYPE_ATTRIBUTE: string_attribute(queue)}}
+            for n, text in enumerate(bodies)
+        ]
+        with contextlib.suppress(ClientError):  # an injected fault: the ledger counts what SQS accepted
+            self.h.stack.sqs.send_message_batch(QueueUrl=self.h.queue_url(queue), Entries=entries)
+
+    def _new_id(self, what: str) -> str:
+        self.serial += 1
+        return f"{what}{self.serial}"
+
+    @rule(key=st.sampled_from(["r1", "r2"]), leaves=st.integers(1, 3), script=SCRIPTS, gap=st.booleans())
+    def push_foreign_dedup_roots(self, key: str, leaves: int, script: dict[str, Any], gap: bool) -> None:
+        # Two roots of a remove_duplicates type, the older first, that nothing records:
+        # whichever runs, the other is its duplicate or superseded, and the leaves of
+        # the one that ran are not superseded by a root that never ran.
+        bodies = []
+        for age in (2, 1):
+            params = {"script": {**script, "leaves": leaves}, **new_root_job_params(key, self.clock.now() - age)}
+            spec = JobSpecification("rootTwin", params, domain=self.domain, id=self._new_id("root"))
+            bodies.append(spec.stamped(self.clock.now()).to_message())
+            self.foreign.add(by_job("rootTwin", self.domain, spec.id))
+        self._send_foreign("rootTwin", bodies)
+        if gap:
+            self.clock.advance(1)
+
+    @rule(kind=st.sampled_from(sorted(BAD_BODIES)))
+    def send_a_bad_body(self, kind: str) -> None:
+        job_id = self._new_id("bad")
+        _, queue, text = BAD_BODIES[kind](job_id, self.domain, self.clock.now())
+        self.bad.add(key_of(text, by_job) or job_id)  # as the ledger reads it
+        self._send_foreign(queue, [text])
+
+    @rule(script=SCRIPTS)
+    def reuse_a_job_id(self, script: dict[str, Any]) -> None:
+        # Callers choose IDs: the same one in another domain and in another type is another job
+        job_id = self._new_id("order")
+        self._push([JobSpecification("once", {"script": script}, id=job_id)])
+        self._push([JobSpecification("once", {"script": script}, id=job_id, domain=f"{self.domain}b")])
+        self._push([JobSpecification("plain", {"script": script}, id=job_id)])
+
+    @rule(count=st.integers(1, 3), fail_after=st.sampled_from([[], [1], [1, 2]]), child_script=SCRIPTS)
+    def push_a_parent(self, count: int, fail_after: list[int], child_script: dict[str, Any]) -> None:
+        script = {"children": {"type": "once", "count": count}, "fail_after_push": fail_after}
+        parent = JobSpecification("parent", {"script": script, "childScript": child_script})
+        self._push([parent])
+        stamped = parent.replace(domain=self.domain)
+        self.children.update(by_job("once", self.domain, derived_job_id(stamped, n)) for n in range(count))
+
+    @rule(queue=st.sampled_from(QUEUES))
+    def redrive_a_dlq(self, queue: str) -> None:
+        # An operator's fix, then `jobkit dlq redrive QUEUE`: copies, with new message IDs
+        moved = self.h.stack.dead_letters(queue)
+        with contextlib.suppress(ClientError):  # an injected fault: what was not moved stays in the DLQ
+            redrive(self.h.stack.sqs, self.h.stack.wiring.directory, resolve_scope(DECLARATION, queue))
+        for message in moved:
+            key = key_of(message["Body"], by_job)
+            if key is not None:
+                self.redriven[key] = self.clock.now()
+
     # -- running ----------------------------------------------------------------------------
 
     def _act(self, action: Callable[[], object]) -> None:
@@ -266,8 +393,9 @@ class JobModel(RuleBasedStateMachine):
             self.lost |= self.h.received
 
     def _crashed(self, crash: SimulatedCrash) -> None:
-        self.crashed.add(crash.job_id)
-        self.lost |= set(self.h.last_batch) - {crash.job_id}
+        key = by_job(crash.job_type, crash.domain, crash.job_id)
+        self.crashed.add(key)
+        self.lost |= set(self.h.last_batch) - {key}
 
     def _receive(self, queue: str) -> list[dict[str, Any]]:
         try:
@@ -293,7 +421,7 @@ class JobModel(RuleBasedStateMachine):
             messages = self._receive(queue)
             if messages:
                 self.h.steps += 1
-                self.copied.update(job_id_of(m["Body"]) or "" for m in messages)
+                self.copied.update(key_of(m["Body"], by_job) or "" for m in messages)
                 self.h.stack.mappings[queue].deliver(messages)
                 self.h.stack.mappings[queue].deliver(messages)
 
@@ -303,23 +431,23 @@ class JobModel(RuleBasedStateMachine):
     def crash_before_reporting(self, queue: str) -> None:
         # The invocation received a batch and died before it reported anything:
         # the messages reappear after their visibility timeout, one receive spent.
-        self.lost.update(job_id_of(m["Body"]) or "" for m in self._receive(queue))
+        self.lost.update(key_of(m["Body"], by_job) or "" for m in self._receive(queue))
 
     @precondition(lambda self: bool(self.h.sent.specs))
     @rule(data=st.data())
     def send_a_copy(self, data: st.DataObject) -> None:
         # SQS's at-least-once delivery, as a second message with the same body.
-        job_id = data.draw(st.sampled_from(list(self.h.sent.specs)))  # in push order: replayable
-        spec = self.h.sent.specs[job_id]
+        key = data.draw(st.sampled_from(list(self.h.sent.specs)))  # in push order: replayable
+        spec = self.h.sent.specs[key]
         try:
             self.h.stack.sqs.send_message(
                 QueueUrl=self.h.queue_url(DECLARATION.types[spec.type].queue),
-                MessageBody=self.h.sent.bodies[job_id],
+                MessageBody=self.h.sent.bodies[key],
                 MessageAttributes={TYPE_ATTRIBUTE: string_attribute(spec.type)},
             )
         except ClientError:  # an injected fault: no copy
             return
-        self.copied.add(job_id)
+        self.copied.add(key)
 
     @rule(seconds=st.sampled_from([1, 11, 61, 901]))
     def let_time_pass(self, seconds: int) -> None:
@@ -373,24 +501,54 @@ class JobModel(RuleBasedStateMachine):
         sent = self.h.sent.specs
         self.clock.advance(0.01)  # moto shows a message again only once the clock has passed its visible_at
         dead = [m for queue in QUEUES for m in self.h.stack.dead_letters(queue)]
-        evidence = fates(sent, self.h.stack.results.results, SCRIPTED, dead)
-        assert set(evidence) == set(sent), f"evidence about jobs nobody pushed: {set(evidence) - set(sent)}"
+        evidence = fates(self.h.sent.keys, self.h.stack.results.results, SCRIPTED, dead, key=by_job)
+        keys = set(self.h.sent.keys)
+        assert set(evidence) == keys, f"evidence about jobs nobody pushed: {set(evidence) - keys}"
         disturbed = self.lost | self.crashed
-        for job_id, spec in sent.items():
-            fate = evidence[job_id]
-            assert fate.category is not Category.LOST, f"lost: {spec.type} {fate.describe()}"
+        for key in self.h.sent.keys:
+            fate = evidence[key]
+            assert fate.category is not Category.LOST, f"lost: {fate.describe()}"
+            if key in self.bad:
+                self._check_poison(fate)
+                continue
+            spec = sent[key]
             if fate.dead_and_done:
                 # Two deliveries, each ending its own way (one dead-lettered, one
                 # run or de-duplicated later): only if the model made a second one.
-                assert job_id in disturbed | self.copied, f"dead-lettered although done: {fate.describe()}"
+                allowed = disturbed | self.copied | self.children | set(self.redriven)
+                assert key in allowed, f"dead-lettered although done: {fate.describe()}"
             for message in fate.dead_letters:
                 self._check_dead_letter(message, fate, disturbed)
-            if job_id not in self.lost:
+            if key not in self.lost and key not in self.redriven:
                 self._check_script(spec, fate)
         self._check_duplicates(evidence)
         self._check_supersessions()
         self._check_redeliveries(evidence)
         self._check_release_times()
+        self._check_children(evidence)
+        self._check_redrives(evidence)
+
+    def _check_poison(self, fate: Fate) -> None:
+        assert not fate.runs and fate.category is Category.DEAD_LETTERED, f"a bad body ran: {fate.describe()}"
+        for message in fate.dead_letters:
+            attributes = reason(message)
+            assert not attributes or attributes["jobkit.reason"] == "poison", fate.describe()
+
+    def _check_children(self, evidence: dict[str, Fate]) -> None:
+        """A deliver-once child of a parent that failed after pushing it was pushed
+        again with the same ID: it succeeded at most once."""
+        for key in self.children - self.lost - self.copied:
+            assert key in evidence, f"a child was not pushed with the ID derived from its parent's: {key}"
+            successes = [run for run in evidence[key].runs if run.outcome == "succeeded"]
+            assert len(successes) <= 1, f"a deliver-once child ran twice: {evidence[key].describe()}"
+
+    def _check_redrives(self, evidence: dict[str, Fate]) -> None:
+        """A redriven job starts its attempts again: its first run after the redrive is attempt 1."""
+        for key, at in self.redriven.items():
+            if key in self.lost or key in self.bad or key not in evidence:
+                continue
+            after = [run for run in evidence[key].runs if run.started_at >= at]
+            assert not after or after[0].attempt == 1, f"redriven with attempts used: {evidence[key].describe()}"
 
     def _check_dead_letter(self, message: dict[str, Any], fate: Fate, disturbed: set[str]) -> None:
         attributes = reason(message)
@@ -399,9 +557,9 @@ class JobModel(RuleBasedStateMachine):
             assert attributes["jobkit.errorClass"] and attributes["jobkit.error"], attributes
             return
         # Moved by SQS's redrive policy: only where the runner could not act.
-        spec = self.h.sent.specs[fate.job_id]
+        spec = self.h.sent.specs[fate.key]
         has_records = self.h.stack.dedup_store().runs(JobRef(spec.type, spec.domain, spec.id)) != JobRuns()
-        assert has_records or fate.job_id in disturbed, f"redriven without a trace: {fate.describe()}"
+        assert has_records or fate.key in disturbed, f"redriven without a trace: {fate.describe()}"
 
     def _check_script(self, spec: JobSpecification, fate: Fate) -> None:
         """An undisturbed job ends as its script says (unless de-duplicated)."""
@@ -409,62 +567,74 @@ class JobModel(RuleBasedStateMachine):
             return
         script = spec.params.get("script") or {}
         limit = DECLARATION.types[spec.type].max_attempts
+        failing = {*script.get("crash", ()), *script.get("fail_after_push", ())}
         can_succeed = not script.get("permanent") and any(
-            attempt > int(script.get("fail", 0)) and attempt not in script.get("crash", ())
-            for attempt in range(1, limit + 1)
+            attempt > int(script.get("fail", 0)) and attempt not in failing for attempt in range(1, limit + 1)
         )
         if can_succeed:
             assert fate.category is Category.SUCCEEDED, f"should have succeeded: {spec.params} {fate.describe()}"
             return
         assert fate.category is Category.DEAD_LETTERED, f"should be dead-lettered: {spec.params} {fate.describe()}"
-        if spec.id not in self.crashed:
+        if by_job(spec.type, spec.domain, spec.id) not in self.crashed:
             expected = "non_retryable" if script.get("permanent") else "attempts_exhausted"
             assert {reason(m).get("jobkit.reason") for m in fate.dead_letters} == {expected}, fate.describe()
 
     def _check_duplicates(self, evidence: dict[str, Fate]) -> None:
         sent = self.h.sent.specs
         successes = [
-            (sent[run.job_id].dedup_hash(TWIN_IGNORED), run.started_at)
+            (sent[fate.key].dedup_hash(IGNORED[run.job_type]), run.started_at)
             for fate in evidence.values()
             for run in fate.runs
-            if run.outcome == "succeeded" and run.job_type == "twin"
+            if run.outcome == "succeeded" and run.job_type in IGNORED and fate.key in sent
         ]
         for result in self.h.stack.results.results:
             if result.outcome is Outcome.DUPLICATE:
-                spec = sent[result.job_id or ""]
+                spec = sent[by_job(result.job_type, result.domain, result.job_id or "")]
                 enqueued = spec.enqueued_at or 0.0
-                key = spec.dedup_hash(TWIN_IGNORED)
+                key = spec.dedup_hash(IGNORED[spec.type])
                 assert any(k == key and started > enqueued for k, started in successes), (
                     f"dropped as a duplicate with no twin that started after {enqueued} and succeeded: "
                     f"{evidence[spec.id].describe()}"
                 )
 
     def _check_supersessions(self) -> None:
+        """A superseded job has a newer root timestamp of the same type, domain and
+        signature that was recorded (a root pushed through jobkit, or a virtual
+        root) or that a job carrying it ran with: a root that nothing recorded and
+        that never ran (a duplicate, a poison body) supersedes nothing."""
         sent = self.h.sent.specs
-        roots = [(s.domain, s.root_job_signature, s.root_job_timestamp) for s in sent.values()]
-        roots += [(self.domain, signature, timestamp) for signature, timestamp in self.virtual_roots]
+        ran = {by_job(run.job_type, run.domain, run.job_id) for run in SCRIPTED}
+        roots = [
+            (s.type, s.domain, s.root_job_signature, s.root_job_timestamp)
+            for key, s in sent.items()
+            if s.has_root_job_params()
+            and key not in self.bad
+            and (key in ran or (s.is_root_job() and key not in self.foreign))
+        ]
+        roots += [("leaf", self.domain, signature, timestamp) for signature, timestamp in self.virtual_roots]
         for result in self.h.stack.results.results:
             if result.outcome is Outcome.SUPERSEDED:
-                spec = sent[result.job_id or ""]
+                spec = sent[by_job(result.job_type, result.domain, result.job_id or "")]
                 assert any(
-                    (domain, signature) == (spec.domain, spec.root_job_signature)
+                    (job_type, domain, signature) == (spec.type, spec.domain, spec.root_job_signature)
                     and (timestamp or 0) > (spec.root_job_timestamp or 0)
-                    for domain, signature, timestamp in roots
-                ), f"superseded with no newer root: {spec.params}"
+                    for job_type, domain, signature, timestamp in roots
+                ), f"superseded with no newer root that was recorded or ran: {spec.params}"
 
     def _check_redeliveries(self, evidence: dict[str, Fate]) -> None:
         for result in self.h.stack.results.results:
             if result.outcome is Outcome.REDELIVERED:
-                fate = evidence[result.job_id or ""]
-                assert result.job_type == "once" and fate.succeeded, f"redelivered before it ran: {fate.describe()}"
+                fate = evidence[by_job(result.job_type, result.domain, result.job_id or "")]
+                assert fate.succeeded, f"redelivered before it ran: {fate.describe()}"
 
     def _check_release_times(self) -> None:
         sent = self.h.sent.specs
         for run in SCRIPTED:
-            release = sent[run.job_id].release_at
+            release = sent[by_job(run.job_type, run.domain, run.job_id)].release_at
             assert release is None or run.started_at >= release, f"ran before its release: {run}"
         for result in self.h.stack.results.results:
-            release = sent[result.job_id].release_at if result.job_id in sent else None
+            spec = sent.get(by_job(result.job_type, result.domain, result.job_id or ""))
+            release = spec.release_at if spec is not None else None
             if result.started_at is not None and release is not None:
                 assert result.started_at >= release, f"ran before its release: {result}"
 

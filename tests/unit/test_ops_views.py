@@ -1,5 +1,6 @@
-"""The ops library without AWS: scopes, dead-letter parsing and matching,
-redriven attributes, the worst line of ``top`` and how figures read."""
+"""The ops library without AWS: scopes, dead-letter parsing, hostile bodies,
+verdicts from records and claims from attributes, selection, redriven
+attributes, the worst line of ``top`` and how figures read."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ import pytest
 from rich.console import Console
 
 from jobkit.config import Declaration, parse_declaration
+from jobkit.dedup_memory import MemoryDedupBackend
 from jobkit.errors import JobKitError
 from jobkit.ops import TopSnapshot, TypeLine, resolve_scope
-from jobkit.ops.dead_letters import DeadLetterListing, dead_letter
-from jobkit.ops.views import dead_letters_table, duration, top_table
+from jobkit.ops.bodies import safe_text
+from jobkit.ops.dead_letters import DeadLetterListing, dead_letter, judged
+from jobkit.ops.verdict import Claimed, from_runs
+from jobkit.ops.views import dead_letter_detail, dead_letters_table, duration, top_table
+from jobkit.record_keys import JobRef
+from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt, JobRuns
 from jobkit.spec import JobSpecification
 from jobkit.sqs import sendable_attributes
 
@@ -54,23 +60,125 @@ def message(body: str, **attributes: str) -> dict[str, Any]:
     }
 
 
-def test_a_dead_letter_reads_what_it_can() -> None:
+def test_a_dead_letter_reads_what_it_can_and_trusts_none_of_its_attributes(declaration: Declaration) -> None:
     spec = JobSpecification("own", {"page": "A"}, domain="enwiki").stamped(990.0)
-    runner_copy = dead_letter(
-        message(spec.to_message(), **{"jobkit.error": "Parser crashed", "jobkit.errorClass": "RuntimeError"})
-    )
-    assert (runner_copy.job_id, runner_copy.domain, runner_copy.last_error) == (
-        spec.id,
-        "enwiki",
-        "RuntimeError: Parser crashed",
-    )
-    assert runner_copy.matches([spec.id], "parser CRASHED") and runner_copy.matches(["m-1"])
-    assert not runner_copy.matches(["other"]) and not runner_copy.matches(error_contains="timeout")
-    assert runner_copy.age_s(1010.5) == 10.0  # since sent: no dead-letter time
+    claims = {"jobkit.error": "Parser crashed", "jobkit.errorClass": "RuntimeError", "jobkit.reason": "poison"}
+    runner_copy = dead_letter(message(spec.to_message(), JobType="rare", **claims))
+    assert (runner_copy.job_id, runner_copy.job_type, runner_copy.domain) == (spec.id, "own", "enwiki")
+    assert runner_copy.claimed_type == "rare"  # the attribute says otherwise: shown, not believed
+    # Until the jobs table is read, nothing is known: the attributes are claims only
+    assert (runner_copy.reason, runner_copy.verified, runner_copy.last_error) == ("unknown", False, None)
+    assert runner_copy.claimed is not None and runner_copy.claimed.summary == "poison: RuntimeError: Parser crashed"
+    assert not runner_copy.error_matches("parser")
+    assert runner_copy.age_s(1010.5) == 10.0  # since sent: no dead-letter record
+    # A body that is not a job: readable as JSON, but no job ID, no type; poison by the tool's own parse
     wrong = dead_letter(message(json.dumps({"v": 1, "id": "j-9", "type": "own"})))
-    assert (wrong.job_id, wrong.job_type, wrong.spec) == ("j-9", "own", None)
+    assert (wrong.job_id, wrong.job_type, wrong.spec, wrong.data["id"]) == (None, None, None, "j-9")
     assert wrong.parse_error is not None and "missing required field" in wrong.parse_error
-    assert wrong.needs_failure_lookup and not runner_copy.needs_failure_lookup
+    assert (wrong.reason, wrong.verified, wrong.error_class) == ("poison", True, "SpecError")
+    assert wrong.error_matches("MISSING required")
+
+
+def test_the_jobs_table_gives_the_reason(declaration: Declaration) -> None:
+    records = MemoryDedupBackend()
+    scope = resolve_scope(declaration, "own")
+    spec = JobSpecification("own", {"page": "A"}, domain="enwiki").stamped(1000.0)
+    records.put_failure(failure(spec, 1, 1001.0, dead_letter_reason="non_retryable"), 2**31)
+    dead = judged(dead_letter(message(spec.to_message(), **{"jobkit.reason": "poison"})), scope, records, now=2000.0)
+    assert (dead.reason, dead.verified, dead.attempts, dead.dead_lettered_at) == ("non_retryable", True, 1, 1001.0)
+    assert dead.last_error == "RuntimeError: failed on 1" and dead.source_queue == "prod-own"
+    assert dead.error_matches("FAILED ON")
+    # Without a table, or with one that cannot be read, the reason is unknown, and says why
+    assert judged(dead_letter(message(spec.to_message())), scope, None, now=2000.0).reason == "unknown"
+
+    class Unreadable(MemoryDedupBackend):
+        def runs(self, job_type: str, job_id: str, limit: int) -> dict[str | None, JobRuns]:
+            raise DedupUnavailable("AccessDenied")
+
+    blind = judged(dead_letter(message(spec.to_message())), scope, Unreadable(), now=2000.0)
+    assert (blind.reason, blind.verified) == ("unknown", False) and "AccessDenied" in blind.explanation
+
+
+def failure(
+    spec: JobSpecification, attempt: int, at: float, error_class: str = "RuntimeError", **fields: Any
+) -> FailureRecord:
+    return FailureRecord(
+        spec.id, spec.type, spec.domain, attempt, at, error_class, f"failed on {attempt}", "", **fields
+    )
+
+
+def final(spec: JobSpecification, attempt: int, started_at: float, succeeded_at: float | None = None) -> FinalAttempt:
+    return FinalAttempt(JobRef(spec.type, spec.domain, spec.id), attempt, "m-1", started_at, succeeded_at)
+
+
+SPEC = JobSpecification("own", id="j-1").stamped(100.0)
+
+
+@pytest.mark.parametrize(
+    ("failures", "last", "expected"),
+    [
+        # the final attempt succeeded: only its delete was lost (an earlier failure is older)
+        ([failure(SPEC, 2, 110.0)], final(SPEC, 3, 120.0, 121.0), ("succeeded_delete_lost", 3, None)),
+        # the runner's dead-letter record
+        (
+            [failure(SPEC, 3, 130.0, dead_letter_reason="attempts_exhausted")],
+            final(SPEC, 3, 120.0),
+            ("attempts_exhausted", 3, "RuntimeError"),
+        ),
+        # the watchdog's record of the final attempt
+        ([failure(SPEC, 3, 178.0, "JobTimedOut")], final(SPEC, 3, 120.0), ("timed_out", 3, "JobTimedOut")),
+        # the final attempt started and never reported (an earlier attempt timed out)
+        ([failure(SPEC, 2, 110.0, "JobTimedOut")], final(SPEC, 3, 120.0), ("no_attempt_finished", 3, None)),
+        # failures without a dead-letter reason: SQS moved it
+        ([failure(SPEC, 1, 101.0), failure(SPEC, 2, 111.0)], None, ("redrive_policy", 2, "RuntimeError")),
+        # records of an earlier job with the same ID (before this one was enqueued) are not its own
+        (
+            [failure(SPEC, 1, 99.0, dead_letter_reason="non_retryable")],
+            final(SPEC, 3, 50.0, 51.0),
+            ("unknown", None, None),
+        ),
+        # a newer failure (after a redrive) outranks an older success
+        ([failure(SPEC, 1, 200.0)], final(SPEC, 3, 120.0, 121.0), ("redrive_policy", 1, "RuntimeError")),
+        ([], None, ("unknown", None, None)),
+    ],
+)
+def test_the_newest_record_decides_the_reason(
+    failures: list[FailureRecord], last: FinalAttempt | None, expected: tuple[str, int | None, str | None]
+) -> None:
+    runs = JobRuns(tuple(sorted(failures, key=lambda f: f.at, reverse=True)), last)
+    verdict = from_runs(runs, 100.0)
+    assert (verdict.reason, verdict.attempts, verdict.error_class) == expected
+    assert verdict.verified is (verdict.reason != "unknown")
+
+
+def test_hostile_bodies_are_read_without_raising() -> None:
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    for body in (deep, '{"x": "\\ud800"}', '{"x": 1e400}', '{"a": 1, "a": 2}', "\udc00 raw", ""):
+        dead = dead_letter(message(body))
+        assert dead.spec is None and dead.data is None and dead.reason == "poison"
+        dead.body_start.encode("utf-8")
+        json.dumps(dead.to_json(0.0, full=True), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    assert safe_text("a\ud800b") == "a?b"
+    raw = dead_letter(message('{"x": "\ud800"}'))  # a raw lone surrogate: only a hand-made message has one
+    assert raw.body_start == '{"x": "?"}'
+
+
+def test_claims_are_read_as_text_and_numbers_only_when_plausible() -> None:
+    claimed = Claimed.from_attributes({"jobkit.attempts": "9" * 400, "jobkit.deadLetteredAt": "9" * 400})
+    assert claimed is not None and (claimed.attempts, claimed.dead_lettered_at) == (None, None)
+    assert Claimed.from_attributes({"JobType": "own"}) is None
+    ok = Claimed.from_attributes({"jobkit.attempts": "3", "jobkit.deadLetteredAt": "1000.5", "jobkit.error": "\ud800"})
+    assert ok is not None and (ok.attempts, ok.dead_lettered_at, ok.error) == (3, 1000.5, "?")
+
+
+def test_the_body_decides_the_type_and_a_message_id_selects_a_typeless_message(declaration: Declaration) -> None:
+    rare, rarer, queue = (resolve_scope(declaration, name) for name in ("rare", "rarer", "lowTraffic"))
+    job = dead_letter(message(JobSpecification("rare").stamped(1.0).to_message(), JobType="rarer"))
+    junk = dead_letter(message("not a job", JobType="rare"))
+    assert job.selected(rare) and not job.selected(rarer) and job.selected(queue)
+    assert not job.selected(rarer, ["m-1"])  # a job of another type stays out of a type's scope
+    assert not junk.selected(rare) and junk.selected(queue) and junk.selected(rare, ["m-1"])
+    assert junk.selected(rarer, ["m-1"]) and not junk.selected(rare, ["other"])
 
 
 def test_a_redriven_message_keeps_its_attributes_but_not_the_reason() -> None:
@@ -117,9 +225,20 @@ def test_values_are_text_never_markup(declaration: Declaration) -> None:
     spec = JobSpecification("own", {"page": "A"}).stamped(990.0)
     dead = dead_letter(message(spec.to_message(), **{"jobkit.error": "KeyError: [/bold] [0]"}))
     listing = DeadLetterListing(resolve_scope(declaration, "own"), [dead], 1, False)
-    console = Console(record=True, width=200)
+    console = Console(record=True, width=250)
     console.print(dead_letters_table(listing, 1000.0))
-    assert "KeyError: [/bold] [0]" in console.export_text()
+    text = console.export_text()
+    assert "KeyError: [/bold] [0]" in text and "claims (unverified)" in text
+
+
+def test_views_of_an_unreadable_message_print(declaration: Declaration) -> None:
+    dead = dead_letter(message('{"v": 1, "x": "\\ud800"}' + "[" * 5000, **{"jobkit.attempts": "9" * 40}))
+    listing = DeadLetterListing(resolve_scope(declaration, "lowTraffic"), [dead], 1, False)
+    console = Console(record=True, width=250)
+    console.print(dead_letters_table(listing, 1000.0))
+    console.print(dead_letter_detail(dead, 1000.0))
+    text = console.export_text()
+    assert "unreadable: message m-1" in text and "poison (verified)" in text
 
 
 @pytest.mark.parametrize(

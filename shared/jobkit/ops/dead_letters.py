@@ -1,38 +1,42 @@
-"""Dead letters: the messages in a DLQ, with why they died.
+"""Dead letters: the messages in a DLQ, and why they died.
 
-Where the reason comes from:
-
-- the runner dead-letters with message attributes (see
-  :class:`jobkit.sqs.DeadLetterReason`): ``jobkit.reason``,
-  ``jobkit.errorClass``, ``jobkit.error``, ``jobkit.attempts``,
-  ``jobkit.sourceQueue`` and ``jobkit.deadLetteredAt``;
-- a message that SQS's redrive policy moved (the runner crashed or timed out)
-  carries none of them: its error is the newest failure record in the jobs
-  table, if an attempt got far enough to write one;
-- a poison message may not parse at all: then the start of its raw body is
-  all there is to show.
+- **Any body** is read safely (:mod:`jobkit.ops.bodies`): a message that is
+  not a job is listed as unreadable, by its message ID, so it can still be
+  shown, redriven or deleted.
+- **Why it died** is what the tools establish (:mod:`jobkit.ops.verdict`):
+  their own check of the body, or the runner's records in the jobs table.
+  The ``jobkit.*`` attributes a message carries are shown as ``claimed``:
+  any sender may set them.
+- **Which type it belongs to** is its body's, never the ``JobType`` attribute
+  a sender chose (shown as ``claimed_type`` when it differs). A message whose
+  body names no type of this DLQ's queue belongs to no type: it is in the
+  queue's whole-DLQ scope, and its message ID selects it in any scope.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobkit.errors import SpecError
+from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
-from jobkit.records import DedupUnavailable, FailureRecord, RecordsBackend
+from jobkit.ops.verdict import Claimed, Reason, Verdict, check_job, from_runs, poison, unknown
+from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt, RecordsBackend
 from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, QueueDirectory
 
 log = logging.getLogger(__name__)
 
-BODY_START_CHARS = 120
-#: ``reason`` of a message that carries no jobkit.* attributes: SQS moved it.
-REDRIVE_POLICY = "redrive_policy"
+#: ``reason`` of a job whose failures SQS's redrive policy ended (see :class:`Reason`).
+REDRIVE_POLICY = Reason.REDRIVE_POLICY
+#: Records read per message for a listing: enough for the newest failures and the final attempt.
+LIST_RECORD_LIMIT = 20
+#: ... and for ``show``, which lists every failure.
+SHOW_RECORD_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,14 @@ class DeadLetter:
     """One message in a DLQ.
 
     Attributes:
-        spec: the job, if the body is a valid spec.
-        data: the decoded body, if it is JSON (valid spec or not).
-        parse_error: why the body is not a valid spec, if it is not.
-        failures: the job's failure records, newest first, when looked up.
+        spec: the job, if the body parses as one.
+        data: the decoded body, if it can be shown as JSON (else show ``body``).
+        parse_error: why the body is not a job, if it is not.
+        verdict: why it died, once established (:func:`judged`); the tool's own
+            finding for a body that is not a job.
+        failures: the job's failure records since it was enqueued, newest first.
+        final: its final-attempt record, if that attempt started since it was enqueued.
+        source_queue: the queue whose DLQ this is.
     """
 
     message_id: str
@@ -54,111 +62,139 @@ class DeadLetter:
     spec: JobSpecification | None
     data: Any
     parse_error: str | None
+    verdict: Verdict | None = None
     failures: tuple[FailureRecord, ...] = ()
+    final: FinalAttempt | None = None
+    source_queue: str | None = None
 
     @property
     def attributes(self) -> dict[str, str]:
-        """The message attributes with string values (every jobkit one), by name."""
-        return string_attributes(self.message_attributes)
+        """The message attributes with string values, by name, made printable."""
+        return {safe_text(k): safe_text(v) for k, v in string_attributes(self.message_attributes).items()}
+
+    @property
+    def readable(self) -> bool:
+        """Whether the body is a job (else it is listed by its message ID only)."""
+        return self.spec is not None
 
     @property
     def job_id(self) -> str | None:
-        if self.spec is not None:
-            return self.spec.id
-        value = self.data.get("id") if isinstance(self.data, dict) else None
-        return value if isinstance(value, str) else None
+        return self.spec.id if self.spec is not None else None
 
     @property
     def job_type(self) -> str | None:
-        if TYPE_ATTRIBUTE in self.attributes:
-            return self.attributes[TYPE_ATTRIBUTE]
-        value = self.data.get("type") if isinstance(self.data, dict) else None
-        return value if isinstance(value, str) else None
+        """The body's type: the one the runner routed it by."""
+        return self.spec.type if self.spec is not None else None
+
+    @property
+    def claimed_type(self) -> str | None:
+        """The ``JobType`` attribute, when it says something other than the body."""
+        claimed = self.attributes.get(TYPE_ATTRIBUTE)
+        return claimed if claimed != self.job_type else None
 
     @property
     def domain(self) -> str | None:
         return self.spec.domain if self.spec is not None else None
 
     @property
-    def reason(self) -> str:
-        """``poison``, ``non_retryable``, ``attempts_exhausted``, or ``redrive_policy``."""
-        return self.attributes.get("jobkit.reason", REDRIVE_POLICY)
+    def claimed(self) -> Claimed | None:
+        return Claimed.from_attributes(self.attributes)
 
     @property
-    def dead_lettered_at(self) -> float | None:
-        return _number(self.attributes.get("jobkit.deadLetteredAt"))
+    def reason(self) -> str:
+        return self.verdict.reason if self.verdict is not None else Reason.UNKNOWN
+
+    @property
+    def verified(self) -> bool:
+        return self.verdict is not None and self.verdict.verified
+
+    @property
+    def explanation(self) -> str:
+        return self.verdict.explanation if self.verdict is not None else unknown("not looked up").explanation
 
     @property
     def attempts(self) -> int | None:
-        attempts = _number(self.attributes.get("jobkit.attempts"))
-        if attempts is None and self.failures:
-            return self.failures[0].attempt
-        return None if attempts is None else int(attempts)
+        return self.verdict.attempts if self.verdict is not None else None
 
     @property
     def error_class(self) -> str | None:
-        if "jobkit.errorClass" in self.attributes:
-            return self.attributes["jobkit.errorClass"]
-        return self.failures[0].error_class if self.failures else None
+        return self.verdict.error_class if self.verdict is not None else None
 
     @property
     def error(self) -> str | None:
-        if "jobkit.error" in self.attributes:
-            return self.attributes["jobkit.error"]
-        return self.failures[0].message if self.failures else None
+        return self.verdict.error if self.verdict is not None else None
+
+    @property
+    def dead_lettered_at(self) -> float | None:
+        return self.verdict.dead_lettered_at if self.verdict is not None else None
 
     @property
     def last_error(self) -> str | None:
-        """``ErrorClass: message``, from the attributes or the newest failure record."""
+        """``ErrorClass: message``, as far as it is verified."""
         if self.error_class is None and self.error is None:
             return None
         return f"{self.error_class or '?'}: {self.error or ''}"
 
     @property
-    def needs_failure_lookup(self) -> bool:
-        """Whether only the jobs table can say what the error was."""
-        return "jobkit.error" not in self.attributes and self.job_id is not None
-
-    @property
     def body_start(self) -> str:
-        return self.body[:BODY_START_CHARS]
+        return body_start(self.body)
 
     def age_s(self, now: float) -> float | None:
-        """Seconds since it was dead-lettered (else since it was sent: SQS keeps
-        the original send time when its redrive policy moves a message)."""
+        """Seconds since the runner dead-lettered it (by its record), else since
+        SQS says it was sent: a runner's DLQ copy is sent when it dead-letters,
+        and SQS keeps the original send time when its redrive policy moves one."""
         since = self.dead_lettered_at or self.sent_at
         return None if since is None else max(0.0, now - since)
 
-    def matches(self, ids: Iterable[str] = (), error_contains: str | None = None) -> bool:
-        """Whether it has one of ``ids`` (job or message IDs) and its last error
-        contains ``error_contains`` (case-insensitive). Empty filters match all."""
+    def owner(self, scope: Scope) -> str | None:
+        """The type of this DLQ's queue it belongs to, if its body names one."""
+        return self.job_type if self.job_type in scope.queue_types else None
+
+    def selected(self, scope: Scope, ids: Iterable[str] = ()) -> bool:
+        """Whether it is in ``scope`` and has one of ``ids`` (job or message IDs;
+        none: all). A message that belongs to no type is in a queue's whole
+        scope only, unless its message ID is asked for."""
         wanted = set(ids)
-        if wanted and self.job_id not in wanted and self.message_id not in wanted:
+        owner = self.owner(scope)
+        if owner is None and self.message_id in wanted:
+            return True
+        if not scope.includes(owner):
             return False
+        return not wanted or self.job_id in wanted or self.message_id in wanted
+
+    def error_matches(self, error_contains: str | None) -> bool:
+        """Whether its verified last error contains the text (any case); ``None`` matches all."""
         return error_contains is None or error_contains.casefold() in (self.last_error or "").casefold()
 
     def to_json(self, now: float, *, full: bool = False) -> dict[str, Any]:
+        claimed = self.claimed
         data: dict[str, Any] = {
             "message_id": self.message_id,
             "job_id": self.job_id,
             "type": self.job_type,
+            "claimed_type": self.claimed_type,
             "domain": self.domain,
+            "readable": self.readable,
             "age_s": _round(self.age_s(now)),
             "dead_lettered_at": self.dead_lettered_at,
             "enqueued_at": self.spec.enqueued_at if self.spec is not None else None,
             "attempts": self.attempts,
             "reason": self.reason,
+            "verified": self.verified,
+            "explanation": self.explanation,
             "error_class": self.error_class,
             "error": self.error,
-            "source_queue": self.attributes.get("jobkit.sourceQueue"),
+            "source_queue": self.source_queue,
+            "claimed": claimed.to_json() if claimed is not None else None,
         }
         if self.parse_error is not None:
             data["parse_error"] = self.parse_error
             data["body_start"] = self.body_start
         if full:
-            data["body"] = self.data if self.data is not None else self.body
-            data["attributes"] = dict(self.attributes)
+            data["body"] = self.data if self.data is not None else safe_text(self.body)
+            data["attributes"] = self.attributes
             data["failures"] = [failure_to_json(f) for f in self.failures]
+            data["final_attempt"] = final_to_json(self.final)
         return data
 
 
@@ -166,56 +202,68 @@ def failure_to_json(record: FailureRecord) -> dict[str, Any]:
     return {
         "attempt": record.attempt,
         "at": record.at,
-        "error_class": record.error_class,
-        "message": record.message,
-        "traceback": record.traceback,
+        "error_class": safe_text(record.error_class),
+        "message": safe_text(record.message),
+        "traceback": safe_text(record.traceback),
+        "dead_letter_reason": record.dead_letter_reason,
+    }
+
+
+def final_to_json(record: FinalAttempt | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {
+        "attempt": record.attempt,
+        "message_id": record.message_id,
+        "started_at": record.started_at,
+        "succeeded_at": record.succeeded_at,
     }
 
 
 def dead_letter(message: Mapping[str, Any]) -> DeadLetter:
-    """A received DLQ message, parsed as far as it parses."""
+    """A received DLQ message, read as far as it reads. Never raises on a body."""
     body = message.get("Body", "")
-    data: Any = None
-    spec: JobSpecification | None = None
-    parse_error: str | None = None
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        parse_error = f"not JSON: {exc}"
-    else:
-        try:
-            spec = JobSpecification.from_dict(data)
-        except SpecError as exc:
-            parse_error = str(exc)
+    body = body if isinstance(body, str) else ""
+    attributes = message.get("MessageAttributes") or {}
+    read = read_body(body, attributes)
     sent_ms = _number((message.get("Attributes") or {}).get("SentTimestamp"))
     return DeadLetter(
         message_id=message["MessageId"],
         receipt_handle=message["ReceiptHandle"],
         body=body,
-        message_attributes=message.get("MessageAttributes") or {},
+        message_attributes=attributes,
         sent_at=sent_ms / 1000 if sent_ms is not None else None,
-        spec=spec,
-        data=data,
-        parse_error=parse_error,
+        spec=read.spec,
+        data=read.data,
+        parse_error=read.problem if read.spec is None else None,
+        verdict=poison(read.problem, read.problem_class or "SpecError") if read.problem is not None else None,
     )
 
 
-def with_failures(dead: DeadLetter, records: RecordsBackend | None, *, limit: int = 1) -> DeadLetter:
-    """The dead letter with its job's failure records (newest first) attached.
-
-    ``limit=1`` looks only where the attributes do not say what the error was
-    (one query per such message); a larger limit always looks, for ``show``.
-    """
+def judged(
+    dead: DeadLetter, scope: Scope, records: RecordsBackend | None, *, now: float, limit: int = LIST_RECORD_LIMIT
+) -> DeadLetter:
+    """The dead letter with why it died: the tool's own check of the job
+    (times, type), then one query of its records in the jobs table."""
+    dead = replace(dead, source_queue=scope.sqs_name)
     spec = dead.spec
-    if records is None or spec is None or (limit == 1 and not dead.needs_failure_lookup):
+    if dead.verdict is not None or spec is None:
         return dead
+    checked = check_job(spec, scope.queue, scope.queue_types, now)
+    if checked is not None:
+        return replace(dead, verdict=checked)
+    if records is None:
+        return replace(dead, verdict=unknown("the jobs table was not read"))
     try:
         runs = records.runs(spec.type, spec.id, limit).get(spec.domain)
-        failures = list(runs.failures) if runs is not None else []
     except DedupUnavailable as exc:  # the dead letter is still worth showing (no dynamodb:Query, say)
-        log.warning("could not read the failure records of %s: %s", dead.job_id, exc)
-        return dead
-    return replace(dead, failures=tuple(failures))
+        log.warning("could not read the records of %s: %s", spec.id, exc)
+        return replace(dead, verdict=unknown(f"could not read the jobs table: {exc}"))
+    enqueued_at = spec.enqueued_at or 0.0
+    failures = tuple(f for f in runs.failures if f.at >= enqueued_at) if runs is not None else ()
+    final = runs.final if runs is not None else None
+    final = final if final is not None and final.started_at >= enqueued_at else None
+    return replace(dead, verdict=from_runs(runs, enqueued_at), failures=failures, final=final)
 
 
 @dataclass(frozen=True)
@@ -243,18 +291,23 @@ def list_dead_letters(
     scope: Scope,
     *,
     records: RecordsBackend | None = None,
+    now: float | None = None,
     limit: int | None = 100,
     ids: Iterable[str] = (),
-    failure_limit: int = 1,
+    record_limit: int = LIST_RECORD_LIMIT,
 ) -> DeadLetterListing:
-    """The dead letters of a scope, without consuming them (see :class:`QueueScan`).
+    """The dead letters of a scope, without consuming them (see :class:`QueueScan`),
+    each with why it died (:func:`judged`: one jobs-table query per job).
 
     Args:
-        records: the jobs table, for errors that only failure records know.
+        records: the jobs table; without it, a job's reason is ``unknown``.
+        now: the time for the tool's own time checks (default: the system clock).
         limit: stop after this many messages of the scope (``None``: all).
         ids: keep only these job or message IDs.
-        failure_limit: failure records to attach per message (see :func:`with_failures`).
+        record_limit: records to read per job (``show`` reads them all).
     """
+    now = time.time() if now is None else now
+    wanted = list(ids)
     _, dlq_url = scope.urls(directory)
     items: list[DeadLetter] = []
     with QueueScan(sqs, dlq_url) as scan:
@@ -262,8 +315,8 @@ def list_dead_letters(
         for batch in scan.batches():
             for message in batch:
                 dead = dead_letter(message)
-                if scope.includes(dead.job_type) and dead.matches(ids):
-                    items.append(with_failures(dead, records, limit=failure_limit))
+                if dead.selected(scope, wanted):
+                    items.append(judged(dead, scope, records, now=now, limit=record_limit))
             if limit is not None and len(items) >= limit:
                 break
     limited = limit is not None and len(items) >= limit
@@ -279,3 +332,12 @@ def _number(value: Any) -> float | None:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def find_dead_letters(
+    sqs: Any, directory: QueueDirectory, scope: Scope, id_: str, *, records: RecordsBackend | None, now: float
+) -> DeadLetterListing:
+    """Every dead letter of a scope with a job or message ID, with all its records (for ``show``)."""
+    return list_dead_letters(
+        sqs, directory, scope, records=records, now=now, limit=None, ids=[id_], record_limit=SHOW_RECORD_LIMIT
+    )

@@ -2,8 +2,11 @@
 
 Purging a TYPE follows :mod:`jobkit.ops.scope`: a type with its own queue
 purges its DLQ (``PurgeQueue``); a type on a shared queue deletes only its own
-messages, one by one, and leaves the other types' dead letters alone, which is
-what an operator naming one type expects. Naming the queue purges all of it.
+messages (by the type their body names), one by one, and leaves the other
+types' dead letters alone, which is what an operator naming one type expects.
+Naming the queue purges all of it. A message whose body names no type of the
+queue (one that is not a job at all, say) is deleted by naming the queue, or
+by its message ID in any scope of its DLQ.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobkit.ops.dead_letters import dead_letter
+from jobkit.ops.dead_letters import DeadLetter, dead_letter
 from jobkit.ops.scan import QueueScan
 from jobkit.ops.scope import Scope
 from jobkit.sqs import QueueDirectory
@@ -26,16 +29,24 @@ class RemovalReport:
         mode: ``purge_queue`` (SQS's PurgeQueue: ``removed`` is SQS's estimate
             of what the DLQ held) or ``delete`` (messages deleted one by one).
         removed: how many messages went.
-        job_ids: the deleted jobs (``delete`` only).
+        job_ids: the deleted jobs (``delete`` only; ``None`` for a message that is not a job).
+        message_ids: the deleted messages (``delete`` only).
     """
 
     mode: str
     scope: Scope
     removed: int
     job_ids: tuple[str | None, ...] = ()
+    message_ids: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "dlq": self.scope.dlq_name, "removed": self.removed, "job_ids": list(self.job_ids)}
+        return {
+            "mode": self.mode,
+            "dlq": self.scope.dlq_name,
+            "removed": self.removed,
+            "job_ids": list(self.job_ids),
+            "message_ids": list(self.message_ids),
+        }
 
 
 def purge(sqs: Any, directory: QueueDirectory, scope: Scope) -> RemovalReport:
@@ -55,12 +66,13 @@ def purge(sqs: Any, directory: QueueDirectory, scope: Scope) -> RemovalReport:
 
 
 def delete(sqs: Any, directory: QueueDirectory, scope: Scope, ids: Sequence[str] = ()) -> RemovalReport:
-    """Delete a scope's dead letters: those with the given job or message IDs, or all."""
+    """Delete a scope's dead letters: those with the given job or message IDs, or all
+    (see :meth:`DeadLetter.selected`). Reads any body; never asks why a message died."""
     _, dlq_url = scope.urls(directory)
-    removed: list[str | None] = []
+    removed: list[DeadLetter] = []
     with QueueScan(sqs, dlq_url) as scan:
         for batch in scan.batches():
-            doomed = [d for d in map(dead_letter, batch) if scope.includes(d.job_type) and d.matches(ids)]
+            doomed = [d for d in map(dead_letter, batch) if d.selected(scope, ids)]
             for start in range(0, len(doomed), 10):
                 chunk = doomed[start : start + 10]
                 response = sqs.delete_message_batch(
@@ -69,5 +81,7 @@ def delete(sqs: Any, directory: QueueDirectory, scope: Scope, ids: Sequence[str]
                 )
                 deleted = [chunk[int(ok["Id"])] for ok in response.get("Successful", [])]
                 scan.forget(d.message_id for d in deleted)
-                removed.extend(d.job_id for d in deleted)
-    return RemovalReport("delete", scope, len(removed), tuple(removed))
+                removed.extend(deleted)
+    return RemovalReport(
+        "delete", scope, len(removed), tuple(d.job_id for d in removed), tuple(d.message_id for d in removed)
+    )

@@ -4,56 +4,127 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from jobkit.config import Declaration
 from jobkit.errors import JobKitError, SpecError
-from jobkit.ops.dead_letters import failure_to_json
+from jobkit.ops.dead_letters import failure_to_json, final_to_json
 from jobkit.push import JobQueueGroup
-from jobkit.records import FailureRecord, RecordsBackend
+from jobkit.records import FailureRecord, FinalAttempt, JobRuns, RecordsBackend
 from jobkit.spec import JobSpecification
 from jobkit.status import JobStatus
 
 
 @dataclass(frozen=True)
-class JobReport:
-    """What the jobs table knows of a job: its status (``track_status`` types)
-    and its failure records, newest first (every type, 14 days)."""
+class JobMatch:
+    """What the jobs table knows of one job: a job ID within one type and
+    domain (callers may reuse an ID in another). Its status (``track_status``
+    types), its failure records, newest first, and its final attempt, if it
+    got that far (14 days)."""
 
     job_id: str
-    status: JobStatus | None
-    failures: list[FailureRecord]
-
-    @property
-    def found(self) -> bool:
-        return self.status is not None or bool(self.failures)
+    job_type: str
+    domain: str | None
+    status: JobStatus | None = None
+    failures: tuple[FailureRecord, ...] = ()
+    final: FinalAttempt | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "job_id": self.job_id,
+            "type": self.job_type,
+            "domain": self.domain,
             "status": self.status.to_json() if self.status is not None else None,
             "failures": [failure_to_json(f) for f in self.failures],
+            "final_attempt": final_to_json(self.final),
         }
 
 
+@dataclass(frozen=True)
+class JobReport:
+    """Every job with an ID: one match per (type, domain) with records."""
+
+    job_id: str
+    matches: list[JobMatch]
+
+    @property
+    def found(self) -> bool:
+        return bool(self.matches)
+
+    @property
+    def status(self) -> JobStatus | None:
+        """The status of the only match (``None`` with several, or none)."""
+        return self.matches[0].status if len(self.matches) == 1 else None
+
+    @property
+    def failures(self) -> tuple[FailureRecord, ...]:
+        """The failure records of the only match (none with several)."""
+        return self.matches[0].failures if len(self.matches) == 1 else ()
+
+    def not_found(self, job_type: str | None, domain: str | AnyDomain | None) -> str:
+        """What the error says when nothing was found, with the filters."""
+        where = f" of type {job_type}" if job_type else ""
+        if domain is not ANY_DOMAIN:
+            where += f" in domain {domain}" if domain is not None else " without a domain"
+        return (
+            f"no records of job {self.job_id}{where}: its type does not track status and it never failed,"
+            " or it is older than 14 days"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Every match under ``matches``; one match is also spread at the top
+        level, so ``.status`` and ``.failures`` read as they always did."""
+        data: dict[str, Any] = {"job_id": self.job_id}
+        if len(self.matches) == 1:
+            data.update(self.matches[0].to_json())
+        data["matches"] = [m.to_json() for m in self.matches]
+        return data
+
+
+class AnyDomain(Enum):
+    """The ``domain`` of :func:`job_report` that means every domain."""
+
+    ANY = "any"
+
+
+ANY_DOMAIN = AnyDomain.ANY
+
+
 def job_report(
-    records: RecordsBackend, declaration: Declaration, job_id: str, *, failure_limit: int = 100
+    records: RecordsBackend,
+    declaration: Declaration,
+    job_id: str,
+    *,
+    job_type: str | None = None,
+    domain: str | AnyDomain | None = ANY_DOMAIN,
+    failure_limit: int = 100,
 ) -> JobReport:
-    """Look a job up by ID in every declared type: two queries per type.
+    """Look a job ID up: in one type, or in every declared type (two queries
+    per type), in one domain (``None``: jobs without one) or in every domain.
 
     Raises:
+        UnknownJobType: ``job_type`` is not declared.
         DedupUnavailable: the table could not be read.
     """
-    status: JobStatus | None = None
-    failures: list[FailureRecord] = []
-    for job_type in declaration.types:
-        statuses = records.statuses(job_type, job_id)
-        if statuses and status is None:
-            status = statuses[0]
-        for runs in records.runs(job_type, job_id, failure_limit).values():
-            failures.extend(runs.failures)
-    failures.sort(key=lambda f: (f.at, f.attempt), reverse=True)
-    return JobReport(job_id, status, failures)
+    types = [declaration.job_type(job_type).name] if job_type is not None else sorted(declaration.types)
+    matches: list[JobMatch] = []
+    for name in types:
+        found = _matches(records, name, job_id, failure_limit)
+        matches.extend(m for m in found if domain is ANY_DOMAIN or m.domain == domain)
+    return JobReport(job_id, matches)
+
+
+def _matches(records: RecordsBackend, job_type: str, job_id: str, failure_limit: int) -> list[JobMatch]:
+    statuses = {s.domain: s for s in records.statuses(job_type, job_id)}
+    runs = records.runs(job_type, job_id, failure_limit)
+    domains = sorted({*statuses, *runs}, key=lambda d: (d is not None, d or ""))
+    matches = []
+    for domain in domains:
+        job_runs = runs.get(domain, JobRuns())
+        failures = tuple(sorted(job_runs.failures, key=lambda f: (f.at, f.attempt), reverse=True))
+        matches.append(JobMatch(job_id, job_type, domain, statuses.get(domain), failures, job_runs.final))
+    return matches
 
 
 def push_job(

@@ -13,21 +13,32 @@ Two ways:
   :data:`REDRIVE_VISIBILITY_S`), and one sent but not deleted is at worst in
   both queues, which at-least-once delivery allows.
 
-A redriven message is a new message: its receive count starts again, so it
-gets the type's full ``max_attempts``; the body (``priorAttempts`` included)
-is unchanged. The copy drops the ``jobkit.*`` dead-letter reason; a native
-move keeps it, which is harmless: the runner reads only ``JobType``, and drops
-``jobkit.*`` when it dead-letters again.
+A redriven job starts its attempts again, with the type's full
+``max_attempts``: SQS counts a redriven message's receives afresh (a copy is
+a new message; a native move gives each message a new message ID too), and
+the only other count of attempts, the one the runner keeps for a job it
+deferred (in the jobs table, under the deferred message's own message ID,
+which its ``jobkit.deferred`` attribute points to), belongs to a message ID
+the redriven message no longer has. The copy also drops every ``jobkit.*``
+attribute (the old dead-letter reason and the deferral marker); a native move
+keeps them, which is harmless: the runner never reads a reason from a
+message, and a marker whose message ID has no deferral record counts no
+attempts. The body is sent back unchanged.
+
+Which messages go: a TYPE on a shared queue selects by the type its body
+names (never by the ``JobType`` attribute); a message that is not a job is
+redriven by naming the queue, or by its message ID (``--id``).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobkit.ops.dead_letters import DeadLetter, dead_letter, list_dead_letters, with_failures
+from jobkit.ops.dead_letters import DeadLetter, dead_letter, judged, list_dead_letters
 from jobkit.ops.scan import QueueScan
 from jobkit.ops.scope import Scope
 from jobkit.records import RecordsBackend
@@ -74,6 +85,7 @@ class RedriveReport:
             "matched": len(self.matched) if self.mode != "native" else None,
             "moved": self.moved,
             "job_ids": [d.job_id for d in self.matched],
+            "message_ids": [d.message_id for d in self.matched],
             "not_sent": [{"message_id": m, "error": e} for m, e in self.not_sent],
             "not_deleted": self.not_deleted,
             "task_handle": self.task_handle,
@@ -92,20 +104,23 @@ def redrive(
     error_contains: str | None = None,
     dry_run: bool = False,
     on_progress: Progress | None = None,
+    now: float | None = None,
 ) -> RedriveReport:
     """Send a scope's dead letters back to its queue.
 
     Args:
-        records: the jobs table, to match ``error_contains`` against messages
-            whose error only a failure record knows.
+        records: the jobs table, where ``error_contains`` finds each job's
+            verified error (never in the message's own attributes).
         ids: only these job or message IDs.
-        error_contains: only messages whose last error contains this (case-insensitive).
+        error_contains: only messages whose verified last error contains this (case-insensitive).
         dry_run: change nothing; report what would be moved.
         on_progress: called with the running count of moved messages.
+        now: the time for the tool's own checks of a job (default: the system clock).
     """
+    now = time.time() if now is None else now
     if dry_run:
-        listing = list_dead_letters(sqs, directory, scope, records=records, limit=None)
-        matched = [d for d in listing.items if d.matches(ids, error_contains)]
+        listing = list_dead_letters(sqs, directory, scope, records=records, now=now, limit=None, ids=ids)
+        matched = [d for d in listing.items if d.error_matches(error_contains)]
         return RedriveReport("dry_run", scope, matched=matched)
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -118,7 +133,7 @@ def redrive(
         except (ClientError, BotoCoreError) as exc:  # no permission, an emulator's 500, a task running
             native_unavailable = f"StartMessageMoveTask failed: {exc}"
         log.info("%s; copying messages instead", native_unavailable)
-    report = _copy(sqs, directory, scope, records, ids, error_contains, on_progress)
+    report = _copy(sqs, directory, scope, _Filter(records, ids, error_contains, now), on_progress)
     report.native_unavailable = native_unavailable
     return report
 
@@ -138,28 +153,36 @@ def _start_move_task(sqs: Any, directory: QueueDirectory, scope: Scope) -> Redri
     )
 
 
+@dataclass(frozen=True)
+class _Filter:
+    """Which dead letters of a scope a copy redrive takes."""
+
+    records: RecordsBackend | None
+    ids: Sequence[str]
+    error_contains: str | None
+    now: float
+
+    def chosen(self, scope: Scope, batch: Iterable[dict[str, Any]]) -> list[DeadLetter]:
+        chosen = []
+        for message in batch:
+            dead = dead_letter(message)
+            if not dead.selected(scope, self.ids):
+                continue
+            if self.error_contains is not None:  # only then is the verified error needed
+                dead = judged(dead, scope, self.records, now=self.now)
+            if dead.error_matches(self.error_contains):
+                chosen.append(dead)
+        return chosen
+
+
 def _copy(
-    sqs: Any,
-    directory: QueueDirectory,
-    scope: Scope,
-    records: RecordsBackend | None,
-    ids: Sequence[str],
-    error_contains: str | None,
-    on_progress: Progress | None,
+    sqs: Any, directory: QueueDirectory, scope: Scope, choose: _Filter, on_progress: Progress | None
 ) -> RedriveReport:
     queue_url, dlq_url = scope.urls(directory)
     report = RedriveReport("copy", scope)
     with QueueScan(sqs, dlq_url, visibility_timeout_s=REDRIVE_VISIBILITY_S) as scan:
         for batch in scan.batches():
-            chosen = []
-            for message in batch:
-                dead = dead_letter(message)
-                if not scope.includes(dead.job_type):
-                    continue
-                if error_contains is not None:
-                    dead = with_failures(dead, records)
-                if dead.matches(ids, error_contains):
-                    chosen.append(dead)
+            chosen = choose.chosen(scope, batch)
             report.matched.extend(chosen)
             for group in _send_groups(chosen):
                 sent = _send(sqs, queue_url, group, report)

@@ -15,13 +15,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
+from jobkit.ops.bodies import safe_text
 from jobkit.ops.dead_letters import DeadLetter, DeadLetterListing
 from jobkit.ops.dlq import RemovalReport
-from jobkit.ops.jobs import JobReport
+from jobkit.ops.jobs import JobMatch, JobReport
 from jobkit.ops.queues import QueuesReport
 from jobkit.ops.redrive import RedriveReport
 from jobkit.ops.top import TopSnapshot
-from jobkit.records import FailureRecord
+from jobkit.records import FailureRecord, FinalAttempt
 
 MISSING = "-"
 ERROR_CHARS = 80
@@ -52,7 +53,10 @@ def rate(value: float | None) -> str:
 def timestamp(epoch: float | None) -> str:
     if epoch is None:
         return MISSING
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):  # no calendar has this time
+        return f"{epoch!r} (not a time)"
 
 
 def _count(value: int, *, bad: bool = False) -> Text:
@@ -118,48 +122,73 @@ def dead_letters_table(listing: DeadLetterListing, now: float) -> Table:
     caption = f"{shown} shown; the DLQ holds about {listing.approximate_total:,}"
     if listing.limited:
         caption += " (limit reached: use --limit)"
+    caption += "\nreason and last error: verified (jobs table or the tool's own check); claims: the message's word"
     table = Table(title=Text(f"dead letters: {listing.scope.describe()}"), caption=Text(caption))
-    for column in ("job id", "type", "domain", "age", "tries", "reason", "last error"):
+    for column in ("job id", "type", "domain", "age", "tries", "reason", "last error", CLAIMED):
         table.add_column(column, justify="right" if column in ("age", "tries") else "left", overflow="fold")
     for dead in listing.items:
+        claimed = dead.claimed
         _row(
             table,
-            dead.job_id or MISSING,
-            dead.job_type or MISSING,
+            _identity(dead),
+            _type(dead),
             dead.domain or MISSING,
             duration(dead.age_s(now)),
             MISSING if dead.attempts is None else str(dead.attempts),
             dead.reason,
-            _short(dead.last_error)
-            if dead.parse_error is None
-            else f"{_short(dead.last_error)} | body: {dead.body_start!r}",
+            _short(dead.last_error) if dead.readable else f"{_short(dead.last_error)} | body: {dead.body_start!r}",
+            _short(claimed.summary) if claimed is not None else MISSING,
         )
     return table
 
 
+#: The column and the label of what a message's attributes claim.
+CLAIMED = "claims (unverified)"
+
+
 def dead_letter_detail(dead: DeadLetter, now: float) -> RenderableType:
+    claimed = dead.claimed
     facts = _facts(
         {
             "message id": dead.message_id,
-            "job id": dead.job_id or MISSING,
-            "type": dead.job_type or MISSING,
+            "job id": dead.job_id or "- (the body is not a job)",
+            "type": _type(dead),
             "domain": dead.domain or MISSING,
-            "reason": dead.reason,
+            "reason": f"{dead.reason} ({'verified' if dead.verified else 'not verified'})",
+            "why": dead.explanation,
             "last error": dead.last_error or MISSING,
             "attempts": MISSING if dead.attempts is None else str(dead.attempts),
             "dead-lettered": timestamp(dead.dead_lettered_at),
             "age": duration(dead.age_s(now)),
             "enqueued": timestamp(dead.spec.enqueued_at if dead.spec else None),
-            "source queue": dead.attributes.get("jobkit.sourceQueue", MISSING),
-            "not a valid spec": dead.parse_error or "",
+            "source queue": dead.source_queue or MISSING,
+            "not a job": dead.parse_error or "",
+            "final attempt": _final(dead.final),
+            CLAIMED: claimed.summary if claimed is not None else "",
         }
     )
-    body = json.dumps(dead.data, indent=2, ensure_ascii=False) if dead.data is not None else dead.body
+    body = json.dumps(dead.data, indent=2, ensure_ascii=False) if dead.data is not None else safe_text(dead.body)
     return Group(facts, Text("body", style="bold"), Text(body), *_failures(dead.failures))
 
 
 def dead_letter_details(items: list[DeadLetter], now: float) -> RenderableType:
     return Group(*(dead_letter_detail(dead, now) for dead in items))
+
+
+def _identity(dead: DeadLetter) -> str:
+    return dead.job_id if dead.job_id is not None else f"unreadable: message {dead.message_id}"
+
+
+def _type(dead: DeadLetter) -> str:
+    shown = dead.job_type or MISSING
+    return shown if dead.claimed_type is None else f"{shown} (claims {dead.claimed_type})"
+
+
+def _final(final: FinalAttempt | None) -> str:
+    if final is None:
+        return ""
+    outcome = f"succeeded {timestamp(final.succeeded_at)}" if final.succeeded_at is not None else "did not succeed"
+    return f"attempt {final.attempt} (the last allowed), started {timestamp(final.started_at)}, {outcome}"
 
 
 def redrive_progress(console: Console, *, disable: bool) -> Progress:
@@ -177,9 +206,19 @@ def redrive_progress(console: Console, *, disable: bool) -> Progress:
 
 def job_view(report: JobReport) -> RenderableType:
     parts: list[RenderableType] = []
-    status = report.status
+    if len(report.matches) > 1:
+        parts.append(Text(f"job ID {report.job_id} is used by {len(report.matches)} jobs:", style="bold"))
+    for match in report.matches:
+        parts.extend(_job_match(match))
+    return Group(*parts)
+
+
+def _job_match(match: JobMatch) -> list[RenderableType]:
+    where = f"{match.job_type} {match.job_id}" + (f" in {match.domain}" if match.domain else " (no domain)")
+    parts: list[RenderableType] = []
+    status = match.status
     if status is None:
-        parts.append(Text(f"job {report.job_id}: no status record (its type does not track status)", style="dim"))
+        parts.append(Text(f"{where}: no status record (its type does not track status)", style="dim"))
     else:
         state = str(status.state) + (" (will retry)" if status.will_retry else "")
         parts.append(
@@ -193,14 +232,16 @@ def job_view(report: JobReport) -> RenderableType:
                     "started": timestamp(status.started_at),
                     "finished": timestamp(status.finished_at),
                     "progress": MISSING if status.progress is None else f"{status.progress:g}%",
-                    "result": status.result or MISSING,
-                    "error": status.error or "",
-                    "note": status.note or "",
+                    "result": safe_text(status.result) if status.result else MISSING,
+                    "error": safe_text(status.error or ""),
+                    "note": safe_text(status.note or ""),
                 }
             )
         )
-    parts.extend(_failures(report.failures))
-    return Group(*parts)
+    if match.final is not None:
+        parts.append(Text(f"{where}: {_final(match.final)}"))
+    parts.extend(_failures(match.failures))
+    return parts
 
 
 def redrive_text(report: RedriveReport) -> Text:
@@ -214,7 +255,7 @@ def _redrive_lines(report: RedriveReport) -> str:
             f" (about {report.approximate:,} messages); task handle {report.task_handle}"
         )
     if report.mode == "dry_run":
-        ids = ", ".join(d.job_id or d.message_id for d in report.matched)
+        ids = ", ".join(d.job_id or f"message {d.message_id}" for d in report.matched)
         return f"dry run: would send {len(report.matched)} message(s) back to {report.scope.sqs_name}: {ids}"
     lines = [f"sent {report.moved} message(s) back to {report.scope.sqs_name} (matched {len(report.matched)})"]
     if report.native_unavailable:
@@ -234,7 +275,9 @@ def _failures(records: list[FailureRecord] | tuple[FailureRecord, ...]) -> list[
     parts: list[RenderableType] = []
     for record in records:
         heading = f"failed attempt {record.attempt} at {timestamp(record.at)}: {record.error_class}: {record.message}"
-        parts += [Text(heading, style="bold red"), Text(record.traceback, style="dim")]
+        if record.dead_letter_reason:
+            heading += f" (dead-lettered: {record.dead_letter_reason})"
+        parts += [Text(safe_text(heading), style="bold red"), Text(safe_text(record.traceback), style="dim")]
     return parts
 
 
