@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.errors import ConfigError, UnknownJobType
-from jobkit.spec import TYPE_PATTERN
+from jobkit.wire import TYPE_PATTERN
 
 DEFAULT_PATH = Path("infra/jobs.toml")
 CLASS_PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")

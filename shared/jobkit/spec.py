@@ -13,16 +13,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from jobkit.errors import SpecError
-
-WIRE_VERSION = 1
+from jobkit.wire import (
+    ID_PATTERN,
+    MAX_DOMAIN_LENGTH,
+    MAYBE_SURROGATE,
+    TYPE_PATTERN,
+    WIRE_VERSION,
+    decode,
+    is_number,
+    validate,
+    validate_root_params,
+)
 
 #: Params that carry root-job bookkeeping (MediaWiki's names).
 ROOT_JOB_PARAMS = ("rootJobSignature", "rootJobTimestamp", "rootJobIsSelf")
@@ -42,32 +49,6 @@ MAX_CLOCK_SKEW_S = 300.0
 MAX_RELEASE_DELAY_S = 366 * 24 * 3600.0
 #: Epoch seconds above this (the year 5138) are almost surely milliseconds.
 _MILLISECONDS_FROM = 1e11
-#: JSON integers beyond this are not exact as floats (and a 400-digit one overflows one).
-_MAX_SAFE_INTEGER = 2**53
-
-TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
-ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-SIGNATURE_PATTERN = re.compile(r"^[0-9a-f]{40}$")
-MAX_DOMAIN_LENGTH = 255
-
-#: A lone UTF-16 surrogate can only reach a body as a ``\ud800``-style JSON escape
-#: (SQS carries valid Unicode only) or, in a hand-built event, as the raw code
-#: point. This finds bodies that may hold one, so only those get the full check.
-_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
-
-_FIELDS = {
-    "v",
-    "id",
-    "type",
-    "domain",
-    "params",
-    "enqueuedAt",
-    "releaseAt",
-    "removeDuplicates",
-    "removeDuplicatesIgnoreParams",
-    "priorAttempts",
-}
-_REQUIRED = ("v", "id", "type", "params", "enqueuedAt")
 
 
 def canonical_json(value: Any) -> str:
@@ -148,7 +129,7 @@ class JobSpecification:
         self.remove_duplicates_ignore_params: tuple[str, ...] = tuple(remove_duplicates_ignore_params)
         self.release_at = _epoch(release_at) if release_at is not None else None
         self.delay = delay.total_seconds() if isinstance(delay, timedelta) else delay
-        if self.delay is not None and (not _is_number(self.delay) or self.delay < 0):
+        if self.delay is not None and (not is_number(self.delay) or self.delay < 0):
             raise SpecError(f"{type}: delay must be a non-negative number of seconds")
         self._id_generated = id is None
         self.id = id if id is not None else str(uuid.uuid4())
@@ -194,7 +175,7 @@ class JobSpecification:
     @property
     def root_job_timestamp(self) -> float | None:
         value = self.params.get("rootJobTimestamp")
-        return float(value) if value is not None and _is_number(value) else None
+        return float(value) if value is not None and is_number(value) else None
 
     @property
     def id_generated(self) -> bool:
@@ -209,7 +190,7 @@ class JobSpecification:
         Raises:
             SpecError: a signature without a timestamp (or a null one), or either malformed.
         """
-        _validate_root_params(self.params)
+        validate_root_params(self.params)
 
     def check_times(self, now: float) -> None:
         """Refuse timestamps no clock could have made (see :data:`MAX_CLOCK_SKEW_S`).
@@ -293,7 +274,7 @@ class JobSpecification:
             raise SpecError(f"{self.type} {self.id}: params nest too deeply to serialise") from exc
         except (TypeError, ValueError) as exc:
             raise SpecError(f"{self.type} {self.id}: params are not JSON-serialisable: {exc}") from exc
-        if _MAYBE_SURROGATE.search(body):
+        if MAYBE_SURROGATE.search(body):
             try:
                 body.encode("utf-8")
             except UnicodeEncodeError as exc:
@@ -312,21 +293,7 @@ class JobSpecification:
                 nests too deeply to parse, holds a lone UTF-16 surrogate, has another
                 wire version, or breaks the schema.
         """
-        try:
-            data = json.loads(body, parse_constant=_reject_constant, object_pairs_hook=_object_without_duplicates)
-        except RecursionError as exc:  # e.g. 10,000 nested arrays: json's C parser recurses
-            raise SpecError("message body nests too deeply to parse") from exc
-        except _DuplicateKey as exc:
-            raise SpecError(
-                f"message body has the key {_short(exc.key)} twice in one object: JSON parsers disagree on which"
-                " one counts, so the body is ambiguous"
-            ) from exc
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SpecError(f"message body is not valid JSON: {str(exc)[:200]}") from exc
-        text = body if isinstance(body, str) else body.decode("utf-8", "ignore")
-        if _MAYBE_SURROGATE.search(text):
-            _check_unicode(data)
-        return cls.from_dict(data)
+        return cls.from_dict(decode(body))
 
     @classmethod
     def from_dict(cls, data: Any) -> JobSpecification:
@@ -336,7 +303,7 @@ class JobSpecification:
         is accepted and ignored: a runner keeps that count where no sender can
         set it (see :mod:`jobkit.dedup`).
         """
-        _validate_wire(data)
+        validate(data)
         return cls(
             data["type"],
             data["params"],
@@ -362,26 +329,6 @@ class JobSpecification:
         return f"JobSpecification({self.type!r}, id={self.id!r}, domain={self.domain!r})"
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data = dict(pairs)
-    if len(data) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen.add(key)
-    return data
-
-
 def _ahead(value: float, now: float) -> str:
     seconds = value - now
     return f"{seconds:,.0f} s" if seconds < 86400 * 2 else f"{seconds / 86400:,.0f} days"
@@ -393,112 +340,11 @@ def _milliseconds_hint(value: float) -> str:
     return ": is the sending host's clock right?"
 
 
-def _check_unicode(data: Any) -> None:
-    """Reject decoded text with a lone surrogate (from a ``\\ud800`` escape): it
-    cannot be hashed, stored in DynamoDB or sent to SQS again."""
-    try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except RecursionError as exc:
-        raise SpecError("message body nests too deeply to parse") from exc
-    except UnicodeEncodeError as exc:
-        raise SpecError(
-            "message body holds a lone UTF-16 surrogate (a \\ud800-style escape without its pair):"
-            " not valid Unicode text"
-        ) from exc
-
-
-def _short(value: Any, limit: int = 100) -> str:
-    """A bounded repr for error messages: a bad field may hold a megabyte."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def _is_number(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):  # a 400-digit integer is valid JSON, but no float, and no time
-        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER
-    return isinstance(value, float) and math.isfinite(value)
-
-
 def _epoch(value: float | datetime) -> float:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise SpecError("release_at must be timezone-aware (UTC); naive datetimes are ambiguous")
         return value.timestamp()
-    if not _is_number(value):
+    if not is_number(value):
         raise SpecError(f"release_at must be epoch seconds or a datetime, got {value!r}")
     return float(value)
-
-
-def _validate_wire(data: Any) -> None:
-    """Check a decoded body against the v1 schema (docs/job-spec.schema.json)."""
-    if not isinstance(data, dict):
-        raise SpecError(f"message body must be a JSON object, got {type(data).__name__}")
-    version = data.get("v")
-    if version != WIRE_VERSION or isinstance(version, bool):
-        raise SpecError(f"unsupported wire version {_short(version)} (this runner reads v{WIRE_VERSION})")
-    missing = [name for name in _REQUIRED if name not in data]
-    if missing:
-        raise SpecError(f"message is missing required field(s): {', '.join(missing)}")
-    unknown = sorted(set(data) - _FIELDS)
-    if unknown:
-        raise SpecError(f"message has unknown field(s): {', '.join(unknown)[:200]}")
-    checks: list[tuple[str, bool, str]] = [
-        ("id", isinstance(data["id"], str) and bool(ID_PATTERN.match(data["id"])), ID_PATTERN.pattern),
-        ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.match(data["type"])), "a job type name"),
-        ("params", isinstance(data["params"], dict), "an object"),
-        ("enqueuedAt", _is_number(data["enqueuedAt"]) and data["enqueuedAt"] >= 0, "epoch seconds"),
-        (
-            "domain",
-            data.get("domain") is None
-            or (isinstance(data["domain"], str) and 0 < len(data["domain"]) <= MAX_DOMAIN_LENGTH),
-            "null or a non-empty string",
-        ),
-        ("releaseAt", data.get("releaseAt") is None or _is_number(data["releaseAt"]), "null or epoch seconds"),
-        ("removeDuplicates", isinstance(data.get("removeDuplicates", False), bool), "a boolean"),
-        (
-            "removeDuplicatesIgnoreParams",
-            isinstance(data.get("removeDuplicatesIgnoreParams", []), list)
-            and all(isinstance(p, str) for p in data.get("removeDuplicatesIgnoreParams", [])),
-            "a list of strings",
-        ),
-        (
-            "priorAttempts",
-            isinstance(data.get("priorAttempts", 0), int)
-            and not isinstance(data.get("priorAttempts", 0), bool)
-            and 0 <= int(data.get("priorAttempts", 0)) <= _MAX_SAFE_INTEGER,
-            "a non-negative integer",
-        ),
-    ]
-    for field, ok, expected in checks:
-        if not ok:
-            value = data.get(field)
-            # Params are only ever logged at DEBUG: name the type of a bad one, never its content.
-            got = type(value).__name__ if field == "params" else _short(value)
-            raise SpecError(f"field {field!r} must be {expected}, got {got}")
-    _validate_root_params(data["params"])
-
-
-def _validate_root_params(params: dict[str, Any]) -> None:
-    """A root job's signature and timestamp come together, or not at all: a leaf
-    with half of them could be neither superseded nor told apart from a plain job."""
-    if "rootJobSignature" not in params and "rootJobTimestamp" not in params:
-        is_self = params.get("rootJobIsSelf")
-        if is_self is not None and not isinstance(is_self, bool):
-            raise SpecError(f"params.rootJobIsSelf must be a boolean, got {_short(is_self)}")
-        return
-    signature = params.get("rootJobSignature")
-    if not (isinstance(signature, str) and SIGNATURE_PATTERN.match(signature)):
-        raise SpecError(
-            f"params.rootJobSignature must be 40 lowercase hex digits next to params.rootJobTimestamp,"
-            f" got {_short(signature)}"
-        )
-    timestamp: Any = params.get("rootJobTimestamp")
-    if not (_is_number(timestamp) and timestamp >= 0):
-        raise SpecError(
-            f"params.rootJobTimestamp must be epoch seconds next to params.rootJobSignature, got {_short(timestamp)}"
-        )
-    is_self = params.get("rootJobIsSelf")
-    if is_self is not None and not isinstance(is_self, bool):
-        raise SpecError(f"params.rootJobIsSelf must be a boolean, got {_short(is_self)}")

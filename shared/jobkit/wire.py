@@ -1,0 +1,199 @@
+"""The wire codec: a job's JSON body, decoded and checked (version 1).
+
+Every reader of message bodies (the runner, the DLQ tools) and every writer
+(push) goes through here, so a body means one thing to all of them. The
+schema is ``docs/job-spec.schema.json``; this module checks everything the
+schema checks, and what a schema cannot say:
+
+- a key given twice in one object is refused: parsers disagree on which one
+  counts (Python's and Node's take the last, others the first), so such a
+  body could run one type for one reader and another for the next;
+- NaN and Infinity are not JSON, and a number beyond 2**53 is no time;
+- a lone UTF-16 surrogate (a ``\\ud800`` escape without its pair) is not text.
+
+Nothing here imports a schema library: the runner's cold start pays for imports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from jobkit.errors import SpecError
+
+WIRE_VERSION = 1
+
+#: JSON integers beyond this are not exact as floats (and a 400-digit one overflows one).
+_MAX_SAFE_INTEGER = 2**53
+
+
+TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+SIGNATURE_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+MAX_DOMAIN_LENGTH = 255
+
+#: A lone UTF-16 surrogate can only reach a body as a ``\ud800``-style JSON escape
+#: (SQS carries valid Unicode only) or, in a hand-built event, as the raw code
+#: point. This finds bodies that may hold one, so only those get the full check.
+MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+
+_FIELDS = {
+    "v",
+    "id",
+    "type",
+    "domain",
+    "params",
+    "enqueuedAt",
+    "releaseAt",
+    "removeDuplicates",
+    "removeDuplicatesIgnoreParams",
+    "priorAttempts",
+}
+_REQUIRED = ("v", "id", "type", "params", "enqueuedAt")
+
+
+def decode(body: str | bytes) -> Any:
+    """The decoded JSON of a body, refusing what JSON readers disagree on.
+
+    Raises:
+        SpecError: not JSON (NaN and Infinity are not JSON either), nested too
+            deeply to parse, a key twice in one object, or a lone surrogate.
+    """
+    try:
+        data = json.loads(body, parse_constant=_reject_constant, object_pairs_hook=_object_without_duplicates)
+    except RecursionError as exc:  # e.g. 10,000 nested arrays: json's C parser recurses
+        raise SpecError("message body nests too deeply to parse") from exc
+    except _DuplicateKey as exc:
+        raise SpecError(
+            f"message body has the key {short(exc.key)} twice in one object: JSON parsers disagree on which"
+            " one counts, so the body is ambiguous"
+        ) from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SpecError(f"message body is not valid JSON: {str(exc)[:200]}") from exc
+    text = body if isinstance(body, str) else body.decode("utf-8", "ignore")
+    if MAYBE_SURROGATE.search(text):
+        _check_unicode(data)
+    return data
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return data
+
+
+def _check_unicode(data: Any) -> None:
+    """Reject decoded text with a lone surrogate (from a ``\\ud800`` escape): it
+    cannot be hashed, stored in DynamoDB or sent to SQS again."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except RecursionError as exc:
+        raise SpecError("message body nests too deeply to parse") from exc
+    except UnicodeEncodeError as exc:
+        raise SpecError(
+            "message body holds a lone UTF-16 surrogate (a \\ud800-style escape without its pair):"
+            " not valid Unicode text"
+        ) from exc
+
+
+def short(value: Any, limit: int = 100) -> str:
+    """A bounded repr for error messages: a bad field may hold a megabyte."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def is_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):  # a 400-digit integer is valid JSON, but no float, and no time
+        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def validate(data: Any) -> None:
+    """Check a decoded body against the v1 schema (docs/job-spec.schema.json)."""
+    if not isinstance(data, dict):
+        raise SpecError(f"message body must be a JSON object, got {type(data).__name__}")
+    version = data.get("v")
+    if version != WIRE_VERSION or isinstance(version, bool):
+        raise SpecError(f"unsupported wire version {short(version)} (this runner reads v{WIRE_VERSION})")
+    missing = [name for name in _REQUIRED if name not in data]
+    if missing:
+        raise SpecError(f"message is missing required field(s): {', '.join(missing)}")
+    unknown = sorted(set(data) - _FIELDS)
+    if unknown:
+        raise SpecError(f"message has unknown field(s): {', '.join(unknown)[:200]}")
+    checks: list[tuple[str, bool, str]] = [
+        ("id", isinstance(data["id"], str) and bool(ID_PATTERN.match(data["id"])), ID_PATTERN.pattern),
+        ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.match(data["type"])), "a job type name"),
+        ("params", isinstance(data["params"], dict), "an object"),
+        ("enqueuedAt", is_number(data["enqueuedAt"]) and data["enqueuedAt"] >= 0, "epoch seconds"),
+        (
+            "domain",
+            data.get("domain") is None
+            or (isinstance(data["domain"], str) and 0 < len(data["domain"]) <= MAX_DOMAIN_LENGTH),
+            "null or a non-empty string",
+        ),
+        ("releaseAt", data.get("releaseAt") is None or is_number(data["releaseAt"]), "null or epoch seconds"),
+        ("removeDuplicates", isinstance(data.get("removeDuplicates", False), bool), "a boolean"),
+        (
+            "removeDuplicatesIgnoreParams",
+            isinstance(data.get("removeDuplicatesIgnoreParams", []), list)
+            and all(isinstance(p, str) for p in data.get("removeDuplicatesIgnoreParams", [])),
+            "a list of strings",
+        ),
+        (
+            "priorAttempts",
+            isinstance(data.get("priorAttempts", 0), int)
+            and not isinstance(data.get("priorAttempts", 0), bool)
+            and 0 <= int(data.get("priorAttempts", 0)) <= _MAX_SAFE_INTEGER,
+            "a non-negative integer",
+        ),
+    ]
+    for field, ok, expected in checks:
+        if not ok:
+            value = data.get(field)
+            # Params are only ever logged at DEBUG: name the type of a bad one, never its content.
+            got = type(value).__name__ if field == "params" else short(value)
+            raise SpecError(f"field {field!r} must be {expected}, got {got}")
+    validate_root_params(data["params"])
+
+
+def validate_root_params(params: dict[str, Any]) -> None:
+    """A root job's signature and timestamp come together, or not at all: a leaf
+    with half of them could be neither superseded nor told apart from a plain job."""
+    if "rootJobSignature" not in params and "rootJobTimestamp" not in params:
+        is_self = params.get("rootJobIsSelf")
+        if is_self is not None and not isinstance(is_self, bool):
+            raise SpecError(f"params.rootJobIsSelf must be a boolean, got {short(is_self)}")
+        return
+    signature = params.get("rootJobSignature")
+    if not (isinstance(signature, str) and SIGNATURE_PATTERN.match(signature)):
+        raise SpecError(
+            f"params.rootJobSignature must be 40 lowercase hex digits next to params.rootJobTimestamp,"
+            f" got {short(signature)}"
+        )
+    timestamp: Any = params.get("rootJobTimestamp")
+    if not (is_number(timestamp) and timestamp >= 0):
+        raise SpecError(
+            f"params.rootJobTimestamp must be epoch seconds next to params.rootJobSignature, got {short(timestamp)}"
+        )
+    is_self = params.get("rootJobIsSelf")
+    if is_self is not None and not isinstance(is_self, bool):
+        raise SpecError(f"params.rootJobIsSelf must be a boolean, got {short(is_self)}")
