@@ -15,23 +15,19 @@ On the local stack (moto), through the CLI, with the stack's frozen clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import click
 import pytest
-from click.testing import CliRunner, Result
+from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
-from jobkit.cli_ops import CliConfig, register_ops_commands
 from jobkit.local import LocalStack
 from jobkit.sqs import string_attribute
 
-from conftest import FIXTURES, START
+from conftest import START
 from faults import FailCalls
 from testjobs import BROKEN, HOOKS, SimulatedCrash
-
-Cli = Callable[..., Result]
 
 
 @pytest.fixture(autouse=True)
@@ -43,18 +39,7 @@ def _no_bugs() -> Iterator[None]:
 
 @pytest.fixture
 def jobkit(stack: LocalStack) -> Cli:
-    group = click.Group("jobkit")
-    register_ops_commands(group)
-    config = CliConfig(config_path=FIXTURES / "jobs.toml", clock=stack.clock)
-
-    def run(*args: str, ok: bool = True) -> Result:
-        result = CliRunner().invoke(group, list(args), obj=config, env={"COLUMNS": "250"})
-        if ok:
-            assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
-        stack.clock.advance(1)  # released messages become visible (moto compares strictly)
-        return result
-
-    return run
+    return cli_for(stack)
 
 
 def _no_constants(name: str) -> Any:

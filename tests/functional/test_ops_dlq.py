@@ -11,24 +11,19 @@ between commands that read the same DLQ.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import click
 import pytest
-from click.testing import CliRunner, Result
+from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification, NonRetryableError
-from jobkit.cli_ops import CliConfig, register_ops_commands
 from jobkit.local import LocalStack
 from jobkit.ops import redrive, resolve_scope
 from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
 
-from conftest import FIXTURES
 from testjobs import BROKEN, HOOKS, RUNS
-
-Cli = Callable[..., Result]
 
 
 @pytest.fixture(autouse=True)
@@ -40,18 +35,7 @@ def _no_bugs() -> Iterator[None]:
 
 @pytest.fixture
 def jobkit(stack: LocalStack) -> Cli:
-    group = click.Group("jobkit")
-    register_ops_commands(group)
-    config = CliConfig(config_path=FIXTURES / "jobs.toml", clock=stack.clock)
-
-    def run(*args: str, input: str | None = None, ok: bool = True) -> Result:  # noqa: A002 - click's name
-        result = CliRunner().invoke(group, list(args), obj=config, input=input, env={"COLUMNS": "200"})
-        if ok:
-            assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
-        stack.clock.advance(1)  # released messages become visible (moto compares strictly)
-        return result
-
-    return run
+    return cli_for(stack, columns=200)
 
 
 def as_json(jobkit: Cli, *args: str) -> Any:

@@ -10,43 +10,29 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import click
 import pytest
-from click.testing import CliRunner, Result
+from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
-from jobkit.cli_ops import CliConfig, register_ops_commands
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration
 from jobkit.local import LocalStack
 from jobkit.outcome import Outcome
 
-from conftest import FIXTURES, START
-
-Cli = Callable[..., Result]
+from conftest import START
 
 
-def cli_for(stack: LocalStack) -> Cli:
-    group = click.Group("jobkit")
-    register_ops_commands(group)
-    config = CliConfig(config_path=FIXTURES / "jobs.toml", clock=stack.clock)
-
-    def run(*args: str, ok: bool = True) -> Result:
-        result = CliRunner().invoke(group, list(args), obj=config, env={"COLUMNS": "220"})
-        if ok:
-            assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
-        return result
-
-    return run
+def queues_cli(stack: LocalStack) -> Cli:
+    return cli_for(stack, columns=220, advance=False)
 
 
 @pytest.fixture
 def jobkit(stack: LocalStack) -> Cli:
-    return cli_for(stack)
+    return queues_cli(stack)
 
 
 def as_json(jobkit: Cli, *args: str) -> Any:
@@ -170,7 +156,7 @@ def test_top_shows_rates_from_the_runners_metrics(emf_stack: tuple[LocalStack, i
     assert stack.results.outcomes("flaky")[Outcome.SUCCEEDED] == 2
     assert ingest_emf(stack.client("cloudwatch"), stream, stack.clock.now() - 30) > 0
     # When top looks at the last 5 minutes
-    frame = json.loads(cli_for(stack)("top", "--once", "--json").stdout)
+    frame = json.loads(queues_cli(stack)("top", "--once", "--json").stdout)
     lines = {line["type"]: line for line in frame["types"]}
     # Then jobs out and failed attempts are per minute
     assert lines["noop"]["out_per_min"] == 2.0 and lines["noop"]["failed_per_min"] is None

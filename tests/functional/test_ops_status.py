@@ -5,18 +5,16 @@ fail-open; and the status records in both backends."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import boto3
-import click
 import pytest
-from click.testing import CliRunner, Result
 from moto import mock_aws
+from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
-from jobkit.cli_ops import CliConfig, register_ops_commands
 from jobkit.config import Declaration
 from jobkit.dedup_dynamodb import DynamoDBDedupBackend
 from jobkit.dedup_memory import MemoryDedupBackend
@@ -26,11 +24,9 @@ from jobkit.outcome import Outcome
 from jobkit.records import RecordsBackend as DedupBackend
 from jobkit.status import JobState, JobStatus
 
-from conftest import FIXTURES, START, RequestCounter
+from conftest import START, RequestCounter
 from faults import FailCalls
 from testjobs import BROKEN, HOOKS
-
-Cli = Callable[..., Result]
 
 
 @pytest.fixture(autouse=True)
@@ -42,17 +38,7 @@ def _no_bugs() -> Iterator[None]:
 
 @pytest.fixture
 def jobkit(stack: LocalStack) -> Cli:
-    group = click.Group("jobkit")
-    register_ops_commands(group)
-    config = CliConfig(config_path=FIXTURES / "jobs.toml", clock=stack.clock)
-
-    def run(*args: str, ok: bool = True) -> Result:
-        result = CliRunner().invoke(group, list(args), obj=config, env={"COLUMNS": "200"})
-        if ok:
-            assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
-        return result
-
-    return run
+    return cli_for(stack, columns=200, advance=False)
 
 
 def job_json(jobkit: Cli, job_id: str) -> Any:
