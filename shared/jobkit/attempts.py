@@ -85,8 +85,11 @@ class Attempts:
             return LastAttempt(final.attempt, True, None)
         failure = next((f for f in runs.failures if f.attempt == final.attempt), None)
         if failure is None:
-            why = "the invocation stopped before it reported (out of memory, a crash, or a timeout)"
-            return LastAttempt(final.attempt, False, JobFailed(f"attempt {final.attempt} did not finish: {why}"))
+            why = (
+                "the invocation stopped before it reported (out of memory, a crash, or a timeout),"
+                " or its failure could not be recorded"
+            )
+            return LastAttempt(final.attempt, False, JobFailed(f"attempt {final.attempt} did not report back: {why}"))
         if failure.error_class == TIMED_OUT:
             message = f"attempt {final.attempt} did not finish: timed out ({failure.message})"
         else:  # it failed, but could not be dead-lettered then

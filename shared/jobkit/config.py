@@ -323,7 +323,7 @@ def _check(source: str, key: str, value: Any, ok: Callable[[Any], bool], expecte
 
 
 def _matches(pattern: re.Pattern[str]) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, str) and bool(pattern.match(v))
+    return lambda v: isinstance(v, str) and bool(pattern.fullmatch(v))
 
 
 def _int_in(low: int, high: int) -> Callable[[Any], bool]:

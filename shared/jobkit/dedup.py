@@ -330,7 +330,7 @@ class DedupStore:
         Raises:
             DedupUnavailable: the table could not be read.
         """
-        return self.backend.runs(ref.job_type, ref.job_id, limit).get(ref.domain, JobRuns())
+        return self.backend.runs(ref.job_type, ref.job_id, limit, ref.domain).get(ref.domain, JobRuns())
 
     def failures(self, ref: JobRef, limit: int = 20) -> list[FailureRecord]:
         """A job's failure records, newest first."""

@@ -36,8 +36,10 @@ from jobkit.record_keys import (
     split_runs_sort_key,
 )
 from jobkit.records import (
+    ANY_DOMAIN,
     Claim,
     DedupUnavailable,
+    DomainFilter,
     FailureRecord,
     FinalAttempt,
     JobRuns,
@@ -240,45 +242,39 @@ class DynamoDBDedupBackend:
         )
         self._call("put_item", item.get_save_kwargs_from_instance())
 
-    def runs(self, job_type: str, job_id: str, limit: int) -> dict[str | None, JobRuns]:
-        response = self._call(
-            "query",
-            {
-                "KeyConditionExpression": "pk = :pk",
-                "ExpressionAttributeValues": {":pk": {"S": partition_key(job_type, Kind.RUNS, job_id)}},
-                "ScanIndexForward": False,
-                "Limit": limit,
-            },
-        )
+    def runs(
+        self, job_type: str, job_id: str, limit: int, domain: DomainFilter = ANY_DOMAIN
+    ) -> dict[str | None, JobRuns]:
+        pk = partition_key(job_type, Kind.RUNS, job_id)
+        condition, values = "pk = :pk", {":pk": {"S": pk}}
+        if domain is not ANY_DOMAIN:
+            # A domain may hold "#", so this prefix can match another domain's keys too: they are read and skipped
+            condition += " AND begins_with(sk, :domain)"
+            values[":domain"] = {"S": domain_key(domain) + "#"}
+        request: dict[str, Any] = {
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+        }
         failures: dict[str | None, list[FailureRecord]] = {}
         finals: dict[str | None, FinalAttempt] = {}
-        for raw in response.get("Items", []):
-            domain, rest = split_runs_sort_key(raw["sk"]["S"])
-            if rest == FINAL_SUFFIX:
-                final = FinalItem.from_raw_data(raw)
-                finals[domain] = FinalAttempt(
-                    JobRef(job_type, domain, job_id),
-                    attempt=int(final.attempt),
-                    message_id=final.message_id,
-                    started_at=float(final.started_at),
-                    succeeded_at=_float(final.succeeded_at),
-                )
-                continue
-            item = FailureItem.from_raw_data(raw)
-            failures.setdefault(domain, []).append(
-                FailureRecord(
-                    job_id=job_id,
-                    job_type=job_type,
-                    domain=domain,
-                    attempt=int(item.attempt),
-                    at=float(item.at),
-                    error_class=item.error_class,
-                    message=item.message,
-                    traceback=item.traceback,
-                    dead_letter_reason=item.dead_letter_reason,
-                )
-            )
-        return {domain: JobRuns(tuple(failures.get(domain, ())), finals.get(domain)) for domain in {*failures, *finals}}
+        while True:
+            response = self._call("query", dict(request))
+            for raw in response.get("Items", []):
+                found, rest = split_runs_sort_key(raw["sk"]["S"])
+                if domain is not ANY_DOMAIN and found != domain:
+                    continue
+                if rest == FINAL_SUFFIX:
+                    finals[found] = _final_attempt(raw, JobRef(job_type, found, job_id))
+                else:
+                    failures.setdefault(found, []).append(_failure(raw, job_type, found, job_id))
+            last = response.get("LastEvaluatedKey")
+            if last is None or sum(len(f) for f in failures.values()) >= limit:
+                break
+            request["ExclusiveStartKey"] = last
+        return {
+            found: JobRuns(tuple(failures.get(found, ())[:limit]), finals.get(found)) for found in {*failures, *finals}
+        }
 
     # -- deferrals ----------------------------------------------------------------------------
 
@@ -387,6 +383,34 @@ class DynamoDBDedupBackend:
             raise DedupUnavailable(f"DynamoDB {operation} failed: {code}: {exc}") from exc
         except BotoCoreError as exc:
             raise DedupUnavailable(f"DynamoDB {operation} failed: {exc}") from exc
+        except (ValueError, TypeError) as exc:  # a request botocore could not serialise (say, a lone surrogate)
+            raise DedupUnavailable(f"DynamoDB {operation} could not be sent: {exc}") from exc
+
+
+def _final_attempt(raw: dict[str, Any], ref: JobRef) -> FinalAttempt:
+    item = FinalItem.from_raw_data(raw)
+    return FinalAttempt(
+        ref,
+        attempt=int(item.attempt),
+        message_id=item.message_id,
+        started_at=float(item.started_at),
+        succeeded_at=_float(item.succeeded_at),
+    )
+
+
+def _failure(raw: dict[str, Any], job_type: str, domain: str | None, job_id: str) -> FailureRecord:
+    item = FailureItem.from_raw_data(raw)
+    return FailureRecord(
+        job_id=job_id,
+        job_type=job_type,
+        domain=domain,
+        attempt=int(item.attempt),
+        at=float(item.at),
+        error_class=item.error_class,
+        message=item.message,
+        traceback=item.traceback,
+        dead_letter_reason=item.dead_letter_reason,
+    )
 
 
 class _ConditionFailed(Exception):

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 
 from jobkit.record_keys import JobRef
-from jobkit.records import Claim, FailureRecord, FinalAttempt, JobRuns, JobStatus
+from jobkit.records import ANY_DOMAIN, Claim, DomainFilter, FailureRecord, FinalAttempt, JobRuns, JobStatus
 
 
 @dataclass
@@ -119,10 +119,16 @@ class MemoryDedupBackend:
             self.requests += 1
             self._finals[record.ref] = record
 
-    def runs(self, job_type: str, job_id: str, limit: int) -> dict[str | None, JobRuns]:
+    def runs(
+        self, job_type: str, job_id: str, limit: int, domain: DomainFilter = ANY_DOMAIN
+    ) -> dict[str | None, JobRuns]:
         with self._lock:
             self.requests += 1
-            refs = {r for r in (*self._failures, *self._finals) if (r.job_type, r.job_id) == (job_type, job_id)}
+            refs = {
+                r
+                for r in (*self._failures, *self._finals)
+                if (r.job_type, r.job_id) == (job_type, job_id) and (domain is ANY_DOMAIN or r.domain == domain)
+            }
             found = {}
             for ref in refs:
                 failures = sorted(self._failures.get(ref, []), key=lambda r: (r.at, r.attempt), reverse=True)

@@ -8,6 +8,7 @@ and from Lambda (its context object); the runner never imports boto3.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,7 +18,7 @@ from jobkit.errors import SpecError
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.record_keys import JobRef
 from jobkit.spec import JobSpecification
-from jobkit.sqs import MAX_JOB_BYTES, DeadLetterReason, message_size, sendable_attributes
+from jobkit.sqs import ENQUEUED_AT_ATTRIBUTE, MAX_JOB_BYTES, DeadLetterReason, message_size, sendable_attributes
 from jobkit.status import NO_STATUS, StatusTracker
 
 
@@ -84,11 +85,51 @@ class Delivery:
         )
 
 
-def receive_count(record: Mapping[str, Any]) -> int:
+def enqueued_at(record: Mapping[str, Any], spec: JobSpecification) -> float | None:
+    """When the job was enqueued, for "started after it was enqueued" and for
+    pickup delays: the producer's ``enqueuedAt``, but never earlier than SQS's
+    own ``SentTimestamp``. A producer whose clock runs slow would otherwise make
+    its job look older than it is, and a duplicate of a run that started before
+    the job existed. A copy the runner re-enqueued (a delay hop, a deferral) is
+    sent later than its job: it carries the time taken at its first delivery.
+
+    A sender may set that attribute too; it can only make its own job look
+    younger, which makes it a duplicate less often: more work, never less.
+    """
+    stamped = spec.enqueued_at
+    carried = _number(string_attribute_of(record, ENQUEUED_AT_ATTRIBUTE))
+    if carried is not None:
+        return max(stamped, carried) if stamped is not None else carried
+    attributes = record.get("attributes")
+    sent_ms = _number(attributes.get("SentTimestamp")) if isinstance(attributes, Mapping) else None
+    if sent_ms is None or stamped is None:
+        return stamped
+    return max(stamped, sent_ms / 1000)
+
+
+def _number(value: Any) -> float | None:
     try:
-        return max(1, int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")))
+        number = float(value)
     except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def receive_count(record: Any) -> int:
+    """The record's ApproximateReceiveCount; 1 for a record that does not say
+    (a hand-made event may hold anything)."""
+    attributes = record.get("attributes") if isinstance(record, Mapping) else None
+    value = attributes.get("ApproximateReceiveCount", "1") if isinstance(attributes, Mapping) else "1"
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError, OverflowError):
         return 1
+
+
+def message_id_of(record: Any) -> str:
+    """The record's message ID, as text, whatever a hand-made event put there."""
+    value = record.get("messageId") if isinstance(record, Mapping) else None
+    return value if isinstance(value, str) else "?"
 
 
 def check_size(record: Mapping[str, Any]) -> None:
@@ -113,6 +154,7 @@ def check_size(record: Mapping[str, Any]) -> None:
 
 def string_attribute_of(record: Mapping[str, Any], name: str) -> str | None:
     """A message attribute's string value, as Lambda's event spells it."""
-    attribute = (record.get("messageAttributes") or {}).get(name) or {}
-    value = attribute.get("stringValue")
+    attributes = record.get("messageAttributes")
+    attribute = attributes.get(name) if isinstance(attributes, Mapping) else None
+    value = attribute.get("stringValue") if isinstance(attribute, Mapping) else None
     return value if isinstance(value, str) else None

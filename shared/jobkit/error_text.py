@@ -24,14 +24,26 @@ MAX_MESSAGE_CHARS = 4096
 
 
 def error_message(job: Job | None, error: BaseException) -> str:
-    """The job's own account of ``error`` (``str(error)`` unless it overrides it)."""
+    """The job's own account of ``error`` (``str(error)`` unless it overrides it),
+    as text every store can hold."""
     if job is None:
-        return str(error)
+        return storable(str(error))[:MAX_MESSAGE_CHARS]
     try:
-        return str(job.error_message(error))[:MAX_MESSAGE_CHARS]
+        return storable(str(job.error_message(error)))[:MAX_MESSAGE_CHARS]
     except Exception:  # a broken hook must not lose the failure: keep the class only
         log.exception("%s.error_message() raised; keeping only the error's class", type(job).__name__)
         return ""
+
+
+def storable(text: str) -> str:
+    """``text`` with anything that is not valid Unicode (a lone surrogate, such as
+    a file name decoded with ``surrogateescape``) replaced: DynamoDB, SQS and
+    JSON logs take UTF-8 only."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def describe(error: BaseException, message: str) -> str:
@@ -43,8 +55,8 @@ def traceback_tail(error: BaseException, message: str, lines: int = TRACEBACK_LI
     """The last lines of the traceback. When the job reworded its error, only
     the frames are kept, and the last line says what the job allowed: a chained
     exception's message could hold what it kept out."""
-    if message == str(error):
+    if message == storable(str(error)):
         formatted = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        return "\n".join(formatted.splitlines()[-lines:])
+        return storable("\n".join(formatted.splitlines()[-lines:]))
     frames = "".join(traceback.format_tb(error.__traceback__)).splitlines()
-    return "\n".join([*frames[-(lines - 1) :], describe(error, message)])
+    return storable("\n".join([*frames[-(lines - 1) :], describe(error, message)]))

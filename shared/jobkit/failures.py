@@ -26,7 +26,7 @@ from jobkit.backoff import retry_delay_s
 from jobkit.clock import Clock
 from jobkit.config import QueueConfig
 from jobkit.dedup import DedupStore
-from jobkit.delivery import Delivery, QueuePort, receive_count, string_attribute_of
+from jobkit.delivery import Delivery, QueuePort, message_id_of, receive_count, string_attribute_of
 from jobkit.error_text import describe, error_message, traceback_tail
 from jobkit.errors import NonRetryableError
 from jobkit.job import Job
@@ -117,7 +117,7 @@ class Failures:
         # become a metric dimension and a log key, not any string a message carries.
         claimed = spec.type if spec is not None else string_attribute_of(record, TYPE_ATTRIBUTE)
         job_type = claimed if claimed is not None and claimed in self._queue.types else UNKNOWN_TYPE
-        message_id = record.get("messageId")
+        message_id = message_id_of(record)
         log.error(
             "poison message %s dead-lettered: %s",
             message_id,
@@ -131,15 +131,16 @@ class Failures:
             self._store.record_failure(replace(failure, dead_letter_reason="poison"))
         reason = DeadLetterReason("poison", type(error).__name__, str(error), received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
-        return RecordResult(record["messageId"], job_type, outcome, attempt=received, error=describe(error, str(error)))
+        return RecordResult(message_id, job_type, outcome, attempt=received, error=describe(error, str(error)))
 
-    def internal_error(self, record: Mapping[str, Any], error: Exception) -> RecordResult:
-        """A bug in jobkit: retried, so a fix deployed meanwhile runs the job; on the
-        queue's last receive it is dead-lettered with the error."""
+    def internal_error(self, record: Any, error: Exception) -> RecordResult:
+        """A bug in jobkit, or a record no event source mapping would make:
+        retried, so a fix deployed meanwhile runs the job; on the queue's last
+        receive it is dead-lettered with the error."""
         received = receive_count(record)
-        message_id = str(record.get("messageId", "?"))
+        message_id = message_id_of(record)
         text = describe(error, str(error))
-        if received >= self._queue.max_receive_count:
+        if received >= self._queue.max_receive_count and isinstance(record, Mapping):
             reason = DeadLetterReason("internal_error", type(error).__name__, str(error), received)
             if self._copy_to_dlq(record, reason, {"message_id": message_id}):
                 return RecordResult(message_id, UNKNOWN_TYPE, Outcome.DEAD_LETTERED, error=text)

@@ -177,10 +177,10 @@ class Job:
     def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[str]:
         """Push jobs to the job's domain (a root job fanning out into leaves, say).
 
-        A spec pushed without an explicit ``id`` gets one derived from this job's
-        ID and its place in the order of this attempt's pushes, so a retried
-        attempt pushes the same IDs again and ``deliver_once`` or
-        ``remove_duplicates`` types catch the repeats.
+        A spec pushed without an explicit ``id`` gets one derived from this job
+        (its message) and the child's type, domain and params, so a retried
+        attempt that pushes the same children pushes the same IDs again, and
+        ``deliver_once`` or ``remove_duplicates`` types catch the repeats.
 
         Returns:
             The IDs of the pushed jobs, in order.

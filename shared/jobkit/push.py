@@ -12,11 +12,11 @@ listing exactly the jobs that were not enqueued; the others are enqueued.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, declaration_from_environment
 from jobkit.errors import FailedJob, JobKitError, JobQueueError, SpecError
-from jobkit.spec import JobSpecification
+from jobkit.spec import JobSpecification, canonical_json
 from jobkit.sqs import (
     MAX_BATCH_BYTES,
     MAX_BATCH_ENTRIES,
@@ -47,11 +47,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 _CHILD_ID_NAMESPACE = uuid.UUID("6b7c3f0e-5d1a-4c8e-9a0b-2f4e6d8c1a3b")
 
 
-def derived_job_id(parent: JobSpecification, n: int) -> str:
-    """The ID of the ``n``-th job (0-based) that ``parent`` pushes without an ID
-    of its own: the same on every attempt of the parent, distinct per parent
-    type, domain and ID."""
-    name = f"{parent.type}\x00{parent.domain or ''}\x00{parent.id}\x00{n}"
+def derived_job_id(parent: JobSpecification, child: JobSpecification, occurrence: int = 0) -> str:
+    """The ID of a job that ``parent`` pushes without an ID of its own.
+
+    It is the same on every attempt of the same parent message (its type,
+    domain, ID and enqueue time) for the same child (its type, domain and
+    params), and differs for another child, another parent, or the same parent
+    ID pushed again later. ``occurrence`` counts identical children pushed in
+    one attempt.
+    """
+    what = canonical_json({"type": child.type, "domain": child.domain or parent.domain, "params": child.params})
+    name = "\x00".join([parent.type, parent.domain or "", parent.id, repr(parent.enqueued_at), what, str(occurrence)])
     return str(uuid.uuid5(_CHILD_ID_NAMESPACE, name))
 
 
@@ -60,19 +66,25 @@ class RootJobRecorder(Protocol):
 
 
 class _ChildIds:
-    """Derives the IDs of the jobs one attempt of a parent pushes, in push order."""
+    """Derives the IDs of the jobs one attempt of a parent pushes."""
 
     def __init__(self, parent: JobSpecification) -> None:
         self._parent = parent
-        self._counter = itertools.count()
+        self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def adopt(self, specs: list[JobSpecification]) -> list[JobSpecification]:
         with self._lock:
-            return [
-                spec.replace(id=derived_job_id(self._parent, next(self._counter))) if spec.id_generated else spec
-                for spec in specs
-            ]
+            return [self._derived(spec) if spec.id_generated else spec for spec in specs]
+
+    def _derived(self, spec: JobSpecification) -> JobSpecification:
+        try:
+            first = derived_job_id(self._parent, spec)
+        except (TypeError, ValueError, RecursionError):
+            return spec  # params push() will refuse, naming the job: keep its own ID
+        occurrence = self._seen[first]
+        self._seen[first] += 1
+        return spec.replace(id=first if occurrence == 0 else derived_job_id(self._parent, spec, occurrence))
 
 
 @dataclass

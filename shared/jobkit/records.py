@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Protocol
+from enum import Enum, StrEnum
+from typing import Any, Final, Literal, Protocol
 
 from jobkit.errors import JobKitError
 from jobkit.record_keys import JobRef
@@ -36,6 +36,15 @@ FAILURE_RECORD_TTL_S = 14 * DAY_S  # as long as the DLQ keeps the message
 FINAL_RECORD_TTL_S = 14 * DAY_S
 DEFERRAL_RECORD_TTL_S = 4 * DAY_S  # as long as the re-enqueued message can live
 STATUS_RECORD_TTL_S = 14 * DAY_S
+
+
+class _AnyDomain(Enum):
+    ANY = "any"
+
+
+#: Every domain's records (a domain filter: ``None`` means the jobs without a domain).
+ANY_DOMAIN: Final = _AnyDomain.ANY
+DomainFilter = str | None | Literal[_AnyDomain.ANY]
 
 
 class DedupUnavailable(JobKitError):
@@ -191,9 +200,12 @@ class RecordsBackend(Protocol):
         """Store a job's final-attempt record, replacing an earlier one."""
         ...
 
-    def runs(self, job_type: str, job_id: str, limit: int) -> dict[str | None, JobRuns]:
+    def runs(
+        self, job_type: str, job_id: str, limit: int, domain: DomainFilter = ANY_DOMAIN
+    ) -> dict[str | None, JobRuns]:
         """The attempt records of a job ID of a type, by domain (a caller may
-        reuse an ID in several); failures newest first, at most ``limit`` in all."""
+        reuse an ID in several), or of one domain only; failures newest first,
+        at most ``limit`` of them."""
         ...
 
     def put_deferral(self, job_type: str, message_id: str, attempts_used: int, expires_at: int) -> None: ...

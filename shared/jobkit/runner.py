@@ -32,7 +32,16 @@ from jobkit.attempts import Attempts
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, JobType
 from jobkit.dedup import Admission, Candidate, DedupStore, Verdict
-from jobkit.delivery import Delivery, LambdaContext, MetricsPort, QueuePort, check_size, receive_count
+from jobkit.delivery import (
+    Delivery,
+    LambdaContext,
+    MetricsPort,
+    QueuePort,
+    check_size,
+    enqueued_at,
+    message_id_of,
+    receive_count,
+)
 from jobkit.error_text import describe
 from jobkit.errors import JobClassError, JobFailed, NonRetryableError, SpecError, UnknownJobType
 from jobkit.failures import Failures, is_permanent
@@ -41,7 +50,7 @@ from jobkit.outcome import Outcome, RecordResult
 from jobkit.records import FailureRecord
 from jobkit.registry import JobRegistry
 from jobkit.spec import JobSpecification
-from jobkit.sqs import DEFERRED_ATTRIBUTE, MAX_DELAY_S, string_attribute
+from jobkit.sqs import DEFERRED_ATTRIBUTE, ENQUEUED_AT_ATTRIBUTE, MAX_DELAY_S, number_attribute, string_attribute
 from jobkit.status import NO_STATUS, RecordingStatusTracker, StatusTracker
 from jobkit.watchdog import TIMED_OUT, DeadlineWatchdog
 
@@ -112,7 +121,8 @@ class Runner:
 
     def process(self, event: Mapping[str, Any], context: LambdaContext | None = None) -> list[RecordResult]:
         """Handle every record of an SQS event and return what happened to each."""
-        results = [self._handle_safely(record, context) for record in event.get("Records", [])]
+        records = event.get("Records") if isinstance(event, Mapping) else None
+        results = [self._handle_safely(record, context) for record in (records if isinstance(records, list) else [])]
         if self._metrics is not None:
             try:
                 for result in results:
@@ -124,11 +134,13 @@ class Runner:
 
     # -- one record ------------------------------------------------------------------
 
-    def _handle_safely(self, record: Mapping[str, Any], context: LambdaContext | None) -> RecordResult:
+    def _handle_safely(self, record: Any, context: LambdaContext | None) -> RecordResult:
         try:
+            if not isinstance(record, Mapping):
+                raise TypeError(f"an SQS event record is an object, got {type(record).__name__}")
             return self._handle(record, context)
-        except Exception as exc:  # a bug in jobkit itself: never crash the batch
-            log.exception("internal error handling message %s", record.get("messageId"))
+        except Exception as exc:  # a bug in jobkit itself, or a hand-made record: never crash the batch
+            log.exception("internal error handling message %s", message_id_of(record))
             return self._failures.internal_error(record, exc)
 
     def _handle(self, record: Mapping[str, Any], context: LambdaContext | None) -> RecordResult:
@@ -144,6 +156,7 @@ class Runner:
         except JobClassError as exc:
             return self._failures.poison(record, exc, spec)
         received = receive_count(record)
+        spec = spec.replace(enqueued_at=enqueued_at(record, spec))
         delivery = Delivery(record, spec, job_type, self._attempts.before(record, spec.type) + received, received)
         if spec.release_at is not None and spec.release_at > self._clock.now():
             return self._hop(delivery, spec.release_at - self._clock.now())
@@ -315,16 +328,18 @@ class Runner:
         twin runs): the same body, so the same enqueue time. Neither is an
         attempt: the attempts made so far are recorded for the new message."""
         used = delivery.attempt - 1
-        marker = {DEFERRED_ATTRIBUTE: string_attribute("1")} if used and self._dedup is not None else None
+        attributes = {ENQUEUED_AT_ATTRIBUTE: number_attribute(delivery.spec.enqueued_at or 0.0)}
+        if used and self._dedup is not None:
+            attributes[DEFERRED_ATTRIBUTE] = string_attribute("1")
         try:
-            message_id = self._queues.requeue(delivery.record, delay_s, marker)
+            message_id = self._queues.requeue(delivery.record, delay_s, attributes)
         except Exception as exc:
             # The message stays; it comes back after its visibility timeout.
             log.warning(
                 "could not re-enqueue (%s); the message will be redelivered", why, exc_info=True, extra=delivery.keys
             )
             return delivery.result(Outcome.RETRIED, error=describe(exc, str(exc)))
-        if marker is not None and self._dedup is not None:
+        if DEFERRED_ATTRIBUTE in attributes and self._dedup is not None:
             self._dedup.record_deferral(delivery.spec.type, message_id, used)
         log.info("re-enqueued for %ss: %s", delay_s, why, extra=delivery.keys)
         return delivery.result(outcome)

@@ -21,12 +21,13 @@ from typing import Any
 from jobkit.errors import SpecError
 from jobkit.wire import (
     ID_PATTERN,
-    MAX_DOMAIN_LENGTH,
+    MAX_DOMAIN_BYTES,
     MAYBE_SURROGATE,
     TYPE_PATTERN,
     WIRE_VERSION,
     decode,
     is_number,
+    valid_domain,
     validate,
     validate_root_params,
 )
@@ -112,7 +113,7 @@ class JobSpecification:
         id: str | None = None,  # noqa: A002
         enqueued_at: float | None = None,
     ) -> None:
-        if not isinstance(type, str) or not TYPE_PATTERN.match(type):
+        if not isinstance(type, str) or not TYPE_PATTERN.fullmatch(type):
             raise SpecError(f"job type must be a name like 'htmlCacheUpdate', got {type!r}")
         if params is None:
             params = {}
@@ -120,8 +121,8 @@ class JobSpecification:
             raise SpecError(f"{type}: params must be a mapping with string keys")
         if release_at is not None and delay is not None:
             raise SpecError(f"{type}: give release_at or delay, not both")
-        if domain is not None and (not isinstance(domain, str) or not 0 < len(domain) <= MAX_DOMAIN_LENGTH):
-            raise SpecError(f"{type}: domain must be a non-empty string of at most {MAX_DOMAIN_LENGTH} characters")
+        if domain is not None and (not isinstance(domain, str) or not valid_domain(domain)):
+            raise SpecError(f"{type}: domain must be a non-empty string of at most {MAX_DOMAIN_BYTES} bytes in UTF-8")
         self.type = type
         self.params: dict[str, Any] = dict(params)
         self.domain = domain
@@ -133,7 +134,7 @@ class JobSpecification:
             raise SpecError(f"{type}: delay must be a non-negative number of seconds")
         self._id_generated = id is None
         self.id = id if id is not None else str(uuid.uuid4())
-        if not isinstance(self.id, str) or not ID_PATTERN.match(self.id):
+        if not isinstance(self.id, str) or not ID_PATTERN.fullmatch(self.id):
             raise SpecError(f"{type}: job id must match {ID_PATTERN.pattern}, got {self.id!r}")
         self.enqueued_at = enqueued_at
 

@@ -35,6 +35,11 @@ MAX_JOB_BYTES = MAX_MESSAGE_BYTES - RUNNER_RESERVED_BYTES
 #: attribute; only the runner can write what it points to.
 DEFERRED_ATTRIBUTE = "jobkit.deferred"
 
+#: The attribute every copy the runner re-enqueues carries: the job's enqueue
+#: time as the runner took it at the first delivery (see
+#: :func:`jobkit.delivery.enqueued_at`), since the copy's own send time is later.
+ENQUEUED_AT_ATTRIBUTE = "jobkit.enqueuedAt"
+
 #: The message attribute every jobkit message carries, so ops tools can filter
 #: by type without parsing bodies.
 TYPE_ATTRIBUTE = "JobType"

@@ -32,7 +32,9 @@ _MAX_SAFE_INTEGER = 2**53
 TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 SIGNATURE_PATTERN = re.compile(r"^[0-9a-f]{40}$")
-MAX_DOMAIN_LENGTH = 255
+#: A domain is at most this many bytes of UTF-8: it is part of the jobs table's
+#: sort keys, which DynamoDB limits to 1,024 bytes.
+MAX_DOMAIN_BYTES = 255
 
 #: A lone UTF-16 surrogate can only reach a body as a ``\ud800``-style JSON escape
 #: (SQS carries valid Unicode only) or, in a hand-built event, as the raw code
@@ -112,6 +114,10 @@ def _check_unicode(data: Any) -> None:
         ) from exc
 
 
+def valid_domain(domain: str) -> bool:
+    return 0 < len(domain.encode("utf-8", "surrogatepass")) <= MAX_DOMAIN_BYTES
+
+
 def short(value: Any, limit: int = 100) -> str:
     """A bounded repr for error messages: a bad field may hold a megabyte."""
     text = repr(value)
@@ -140,15 +146,14 @@ def validate(data: Any) -> None:
     if unknown:
         raise SpecError(f"message has unknown field(s): {', '.join(unknown)[:200]}")
     checks: list[tuple[str, bool, str]] = [
-        ("id", isinstance(data["id"], str) and bool(ID_PATTERN.match(data["id"])), ID_PATTERN.pattern),
-        ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.match(data["type"])), "a job type name"),
+        ("id", isinstance(data["id"], str) and bool(ID_PATTERN.fullmatch(data["id"])), ID_PATTERN.pattern),
+        ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.fullmatch(data["type"])), "a job type name"),
         ("params", isinstance(data["params"], dict), "an object"),
         ("enqueuedAt", is_number(data["enqueuedAt"]) and data["enqueuedAt"] >= 0, "epoch seconds"),
         (
             "domain",
-            data.get("domain") is None
-            or (isinstance(data["domain"], str) and 0 < len(data["domain"]) <= MAX_DOMAIN_LENGTH),
-            "null or a non-empty string",
+            data.get("domain") is None or (isinstance(data["domain"], str) and valid_domain(data["domain"])),
+            f"null or a non-empty string of at most {MAX_DOMAIN_BYTES} bytes in UTF-8",
         ),
         ("releaseAt", data.get("releaseAt") is None or is_number(data["releaseAt"]), "null or epoch seconds"),
         ("removeDuplicates", isinstance(data.get("removeDuplicates", False), bool), "a boolean"),
@@ -184,7 +189,7 @@ def validate_root_params(params: dict[str, Any]) -> None:
             raise SpecError(f"params.rootJobIsSelf must be a boolean, got {short(is_self)}")
         return
     signature = params.get("rootJobSignature")
-    if not (isinstance(signature, str) and SIGNATURE_PATTERN.match(signature)):
+    if not (isinstance(signature, str) and SIGNATURE_PATTERN.fullmatch(signature)):
         raise SpecError(
             f"params.rootJobSignature must be 40 lowercase hex digits next to params.rootJobTimestamp,"
             f" got {short(signature)}"

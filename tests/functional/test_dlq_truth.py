@@ -22,6 +22,7 @@ import pytest
 from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
+from jobkit.clock import VirtualClock
 from jobkit.local import LocalStack
 from jobkit.sqs import string_attribute
 
@@ -216,7 +217,7 @@ def test_a_job_whose_final_attempt_never_reported(stack: LocalStack, jobkit: Cli
     # Then the DLQ says its last attempt never finished, not the earlier failure
     [dead] = listed(jobkit, "hooked")
     assert (dead["reason"], dead["verified"], dead["attempts"]) == ("no_attempt_finished", True, 3)
-    assert "killed or crashed" in dead["explanation"]
+    assert "no attempt reported back" in dead["explanation"] and "crashed" in dead["explanation"]
 
 
 def test_records_of_an_earlier_job_with_the_same_id_are_not_this_ones(stack: LocalStack, jobkit: Cli) -> None:
@@ -379,3 +380,52 @@ def test_every_dlq_command_survives_any_body(stack: LocalStack, jobkit: Cli) -> 
     for message_id in rest:
         assert as_json(jobkit, "dlq", "delete", "rare", message_id, "--yes")["message_ids"] == [message_id]
     assert stack.queue_depth("lowTraffic", dlq=True) == 0
+
+
+# -- found by adversarial testing -------------------------------------------------------------------
+
+
+def test_a_runner_copy_whose_dead_letter_record_was_lost_is_unknown_not_a_false_reason(
+    stack: LocalStack, jobkit: Cli
+) -> None:
+    # Given the one write that says why a job was dead-lettered throttled away
+    fault = FailCalls(
+        stack.dynamodb,
+        "dynamodb.PutItem",
+        code="ThrottlingException",
+        times=1,
+        match=lambda params: "dead_letter_reason" in params.get("Item", {}),
+    )
+    stack.queue_group().push(JobSpecification("alwaysFails"))
+    stack.drain()
+    assert fault.failed_calls == 1
+    # Then the DLQ does not say "no attempt reported back": it cannot know, and says so
+    [dead] = listed(jobkit, "alwaysFails")
+    assert (dead["reason"], dead["verified"]) == ("unknown", False)
+    assert "does not confirm" in dead["explanation"] and dead["claimed"]["reason"] == "attempts_exhausted"
+
+
+def test_a_redriven_job_that_sqs_moved_back_unrun_is_not_shown_with_its_old_reason(
+    stack: LocalStack, jobkit: Cli
+) -> None:
+    # Given a job dead-lettered for a bug, redriven an hour later, whose runner then
+    # dies on every receive before reaching it (SQS's redrive policy moves it back)
+    stack.queue_group().push(JobSpecification("alwaysFails", {"why": "old bug"}))
+    stack.drain()
+    [dead] = listed(jobkit, "alwaysFails")
+    assert dead["reason"] == "attempts_exhausted"
+    stack.clock.advance(3600)
+    jobkit("dlq", "redrive", "alwaysFails")
+    crash_receives(stack, "alwaysFails", 3)
+    # Then the old dead-letter record does not explain this message
+    [dead] = listed(jobkit, "alwaysFails")
+    assert dead["reason"] != "attempts_exhausted" and not dead["verified"], dead
+
+
+def test_an_operator_whose_clock_is_slow_sees_the_runners_reason_not_poison(stack: LocalStack) -> None:
+    stack.queue_group().push(JobSpecification("permanent"))
+    stack.drain()
+    stack.clock.advance(10)
+    laptop = cli_for(stack, operator_clock=VirtualClock(stack.clock.now() - 360))  # six minutes slow
+    [dead] = listed(laptop, "permanent")
+    assert (dead["reason"], dead["verified"]) == ("non_retryable", True)

@@ -364,13 +364,20 @@ class JobModel(RuleBasedStateMachine):
         script = {"children": {"type": "once", "count": count}, "fail_after_push": fail_after}
         parent = JobSpecification("parent", {"script": script, "childScript": child_script})
         self._push([parent])
-        stamped = parent.replace(domain=self.domain)
-        self.children.update(by_job("once", self.domain, derived_job_id(stamped, n)) for n in range(count))
+        stamped = parent.replace(domain=self.domain).stamped(self.clock.now())
+        child_script = {"n": 0, "script": child_script}
+        self.children.update(
+            by_job("once", self.domain, derived_job_id(stamped, JobSpecification("once", {**child_script, "n": n})))
+            for n in range(count)
+        )
 
     @rule(queue=st.sampled_from(QUEUES))
     def redrive_a_dlq(self, queue: str) -> None:
         # An operator's fix, then `jobkit dlq redrive QUEUE`: copies, with new message IDs
-        moved = self.h.stack.dead_letters(queue)
+        try:
+            moved = self.h.stack.dead_letters(queue)
+        except ClientError:  # an injected fault: the operator tries again later
+            return
         with contextlib.suppress(ClientError):  # an injected fault: what was not moved stays in the DLQ
             redrive(self.h.stack.sqs, self.h.stack.wiring.directory, resolve_scope(DECLARATION, queue))
         for message in moved:

@@ -22,7 +22,7 @@ import pytest
 from jobkit import JobQueueGroup, JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import load_declaration
-from jobkit.errors import JobQueueError
+from jobkit.errors import JobQueueError, SpecError
 from jobkit.local import FakeLambdaContext, LocalStack
 from jobkit.outcome import Outcome
 from jobkit.push import derived_job_id
@@ -175,7 +175,7 @@ def test_a_retried_parent_pushes_its_children_with_the_same_ids(stack: LocalStac
     stack.clock.advance(1)
     stack.drain()
     # Then its retry pushed the same three IDs, and each child ran once
-    expected = {derived_job_id(parent.stamped(START), n) for n in range(3)}
+    expected = {derived_job_id(parent.stamped(START), JobSpecification("once", {"n": n})) for n in range(3)}
     assert [r.outcome for r in stack.results.attempts(parent.id)] == [Outcome.RETRIED, Outcome.SUCCEEDED]
     assert sorted(executions("once")) == sorted(expected)
     assert Counter(r.outcome for r in stack.results.results if r.job_type == "once") == {
@@ -184,10 +184,29 @@ def test_a_retried_parent_pushes_its_children_with_the_same_ids(stack: LocalStac
     }
 
 
-def test_children_given_an_explicit_id_keep_it() -> None:
-    parent = JobSpecification("parent", id="p-1", domain="enwiki")
-    assert derived_job_id(parent, 0) == derived_job_id(parent, 0) != derived_job_id(parent, 1)
-    assert derived_job_id(parent, 0) != derived_job_id(parent.replace(domain="dewiki"), 0)
+def test_a_child_id_belongs_to_one_child_of_one_parent_message() -> None:
+    parent = JobSpecification("parent", id="p-1", domain="enwiki").stamped(START)
+    ann, bob = JobSpecification("once", {"to": "ann"}), JobSpecification("once", {"to": "bob"})
+    assert derived_job_id(parent, ann) == derived_job_id(parent, JobSpecification("once", {"to": "ann"}))
+    others = [
+        derived_job_id(parent, bob),  # another child
+        derived_job_id(parent, ann, 1),  # the same child pushed twice in one attempt
+        derived_job_id(parent.replace(domain="dewiki"), ann),  # another parent
+        derived_job_id(parent.replace(enqueued_at=START + 86400), ann),  # the same parent ID pushed again next day
+    ]
+    assert len({derived_job_id(parent, ann), *others}) == 5
+
+
+def test_a_retried_parent_that_pushes_other_children_does_not_skip_them(stack: LocalStack) -> None:
+    # Given a parent whose retry pushes a child its first attempt did not, first
+    parent = JobSpecification("parent", {"children": 2, "fail_times": 1, "first": "extra"})
+    HOOKS.clear()
+    stack.queue_group("enwiki").push(parent)
+    stack.clock.advance(1)
+    stack.drain()
+    # Then every distinct child ran once: none was taken for another's redelivery
+    ran = Counter(executions("once"))
+    assert len(ran) == 3 and set(ran.values()) == {1}
 
 
 # -- 5 and 6. timestamps no clock made, and malformed root params --------------------------------------
@@ -381,7 +400,8 @@ def test_a_job_killed_on_its_last_attempt_is_dead_lettered_as_never_finished(scr
     drain_through_crashes(scripted)
     [reason] = reasons(scripted, "lowTraffic")
     assert reason["jobkit.error"] == (
-        "attempt 2 did not finish: the invocation stopped before it reported (out of memory, a crash, or a timeout)"
+        "attempt 2 did not report back: the invocation stopped before it reported (out of memory, a crash,"
+        " or a timeout), or its failure could not be recorded"
     )
     [final] = [f for f in [scripted.dedup_store().runs(JobRef("slow", None, job.id)).final] if f]
     assert (final.attempt, final.succeeded_at) == (2, None)
@@ -483,3 +503,77 @@ def test_a_virtual_clock_alarm_goes_off_in_the_thread_that_moves_time() -> None:
     assert rang == []
     clock.advance(2)
     assert rang == [106.0]
+
+
+# -- found by a second, adversarial review -------------------------------------------------------------
+
+
+def test_a_job_from_a_slow_clock_is_not_a_duplicate_of_a_run_that_started_before_it_was_sent(
+    stack: LocalStack,
+) -> None:
+    # Given J1 running, and an identical J2 pushed meanwhile by a host whose clock is 10 minutes slow
+    class SlowClock:
+        def now(self) -> float:
+            return stack.clock.now() - 600
+
+    slow = JobQueueGroup(
+        None, declaration=stack.declaration, sqs_client=stack.sqs, queue_urls=stack.queue_urls, clock=SlowClock()
+    )
+    HOOKS.append(lambda: slow.push(JobSpecification("hooked", {"title": "P"})))
+    stack.queue_group().push(JobSpecification("hooked", {"title": "P"}))
+    stack.clock.advance(5)
+    stack.drain()
+    # Then J2 runs: it was enqueued (SQS's own SentTimestamp) after J1 started, whatever its enqueuedAt says
+    assert [r.outcome for r in stack.results.results if r.outcome.is_final] == [Outcome.SUCCEEDED] * 2
+
+
+def test_an_id_or_a_signature_with_a_trailing_newline_is_refused(stack: LocalStack) -> None:
+    with pytest.raises(SpecError):
+        JobSpecification("noop", id="x\n")
+    send(stack, "noop", body("noop", "x\n"))
+    send(stack, "fanOut", body("fanOut", "y", {"rootJobSignature": "a" * 40 + "\n", "rootJobTimestamp": START}))
+    stack.drain()
+    assert [r.outcome for r in stack.results.results] == [Outcome.POISONED] * 2
+
+
+def test_records_no_event_source_mapping_makes_cannot_crash_the_batch(stack: LocalStack) -> None:
+    good = JobSpecification("noop").stamped(START)
+    event = sqs_event([good], queue_arn=stack.queue_arn("noop"), now=START)
+    event["Records"] += [None, "a string", {"messageId": "m", "attributes": "x"}, {"attributes": None}]
+    response = stack.runners["noop"].handle(event, None)
+    assert executions("noop") == [good.id]
+    assert len(response["batchItemFailures"]) == 4
+
+
+def test_an_error_text_that_is_not_valid_unicode_is_still_recorded(stack: LocalStack) -> None:
+    # A file name decoded with surrogateescape, quoted in an exception
+    name = b"report-\xff.csv".decode("utf-8", "surrogateescape")
+    testjobs.ERRORS.append(FileNotFoundError(f"missing {name}"))
+    spec = JobSpecification("raises", domain="enwiki")
+    stack.queue_group().push(spec)
+    stack.drain()
+    [record] = stack.dedup_store().runs(JobRef("raises", "enwiki", spec.id)).failures
+    assert (record.error_class, record.dead_letter_reason) == ("FileNotFoundError", "non_retryable")
+    assert record.message == "missing report-?.csv"
+
+
+def test_a_domain_is_limited_in_bytes_so_its_records_fit_their_keys(stack: LocalStack) -> None:
+    with pytest.raises(SpecError, match="255 bytes"):
+        JobSpecification("alwaysFails", domain="\U0001f600" * 64)  # 256 bytes
+    domain = "\U0001f600" * 63 + "abc"  # 255 bytes: every record of it fits DynamoDB's 1,024-byte sort key
+    spec = JobSpecification("alwaysFails", domain=domain)
+    stack.queue_group().push(spec)
+    stack.drain()
+    runs = stack.dedup_store().runs(JobRef("alwaysFails", domain, spec.id))
+    assert [f.attempt for f in runs.failures] == [3, 2, 1] and runs.final is not None
+
+
+def test_a_job_id_reused_in_domains_that_sort_alike_keeps_its_own_records(stack: LocalStack) -> None:
+    # Domain "a" and domains "a#1".. "a#5" share a key prefix: "a" still reads its own records
+    for domain in ("a", "a#1", "a#2", "a#3", "a#4", "a#5"):
+        stack.queue_group(domain).push(JobSpecification("alwaysFails", id="X"))
+    stack.drain()
+    for domain in ("a", "a#3"):
+        runs = stack.dedup_store().runs(JobRef("alwaysFails", domain, "X"))
+        assert [f.attempt for f in runs.failures] == [3, 2, 1] and runs.failures[0].domain == domain
+        assert runs.failures[0].dead_letter_reason == "attempts_exhausted"

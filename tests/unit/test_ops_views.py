@@ -92,7 +92,7 @@ def test_the_jobs_table_gives_the_reason(declaration: Declaration) -> None:
     assert judged(dead_letter(message(spec.to_message())), scope, None, now=2000.0).reason == "unknown"
 
     class Unreadable(MemoryDedupBackend):
-        def runs(self, job_type: str, job_id: str, limit: int) -> dict[str | None, JobRuns]:
+        def runs(self, job_type: str, job_id: str, limit: int, domain: Any = None) -> dict[str | None, JobRuns]:
             raise DedupUnavailable("AccessDenied")
 
     blind = judged(dead_letter(message(spec.to_message())), scope, Unreadable(), now=2000.0)

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from jobkit.ops.dead_letters import DeadLetter, DeadLetterListing, find_dead_letters, list_dead_letters
 from jobkit.ops.dlq import RemovalReport, delete, purge
-from jobkit.ops.jobs import ANY_DOMAIN, JobMatch, JobReport, job_report, push_job
+from jobkit.ops.jobs import JobMatch, JobReport, job_report, push_job
 from jobkit.ops.queues import QueuesReport, QueueSummary, queue_summaries
 from jobkit.ops.redrive import RedriveReport, redrive
 from jobkit.ops.scope import Scope, resolve_scope
 from jobkit.ops.top import TopSnapshot, TypeLine, top_snapshot
 from jobkit.ops.verdict import Claimed, Reason, Verdict
+from jobkit.records import ANY_DOMAIN
 
 __all__ = [
     "ANY_DOMAIN",

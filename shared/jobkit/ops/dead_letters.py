@@ -24,7 +24,7 @@ from typing import Any
 from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
-from jobkit.ops.verdict import Claimed, Reason, Verdict, check_job, from_runs, poison, unknown
+from jobkit.ops.verdict import Claimed, Reason, Verdict, check_times, check_type, from_runs, poison, unknown
 from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt, RecordsBackend
 from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, QueueDirectory
@@ -243,27 +243,43 @@ def dead_letter(message: Mapping[str, Any]) -> DeadLetter:
 def judged(
     dead: DeadLetter, scope: Scope, records: RecordsBackend | None, *, now: float, limit: int = LIST_RECORD_LIMIT
 ) -> DeadLetter:
-    """The dead letter with why it died: the tool's own check of the job
-    (times, type), then one query of its records in the jobs table."""
+    """The dead letter with why it died: the tool's own check of the type, then
+    one query of the job's records in the jobs table, then the tool's own check
+    of the times (records first: the operator's clock is not the runner's)."""
     dead = replace(dead, source_queue=scope.sqs_name)
     spec = dead.spec
     if dead.verdict is not None or spec is None:
         return dead
-    checked = check_job(spec, scope.queue, scope.queue_types, now)
-    if checked is not None:
-        return replace(dead, verdict=checked)
+    routed = check_type(spec, scope.queue, scope.queue_types)
+    if routed is not None:
+        return replace(dead, verdict=routed)
+    # Records older than the message belong to an earlier life of the job (before
+    # a redrive, say) when SQS moved the message itself; a runner's own DLQ copy
+    # (it claims a reason) is sent after the records it explains.
+    since = spec.enqueued_at or 0.0
+    if dead.claimed is None or dead.claimed.reason is None:
+        since = max(since, dead.sent_at or 0.0)
+    verdict, failures, final = _from_records(dead, records, spec, since, limit)
+    if verdict.reason == Reason.UNKNOWN:
+        timed = check_times(spec, max(now, dead.sent_at or 0.0))
+        verdict = timed or verdict
+    return replace(dead, verdict=verdict, failures=failures, final=final)
+
+
+def _from_records(
+    dead: DeadLetter, records: RecordsBackend | None, spec: JobSpecification, since: float, limit: int
+) -> tuple[Verdict, tuple[FailureRecord, ...], FinalAttempt | None]:
     if records is None:
-        return replace(dead, verdict=unknown("the jobs table was not read"))
+        return unknown("the jobs table was not read"), (), None
     try:
-        runs = records.runs(spec.type, spec.id, limit).get(spec.domain)
+        runs = records.runs(spec.type, spec.id, limit, spec.domain).get(spec.domain)
     except DedupUnavailable as exc:  # the dead letter is still worth showing (no dynamodb:Query, say)
         log.warning("could not read the records of %s: %s", spec.id, exc)
-        return replace(dead, verdict=unknown(f"could not read the jobs table: {exc}"))
-    enqueued_at = spec.enqueued_at or 0.0
-    failures = tuple(f for f in runs.failures if f.at >= enqueued_at) if runs is not None else ()
+        return unknown(f"could not read the jobs table: {exc}"), (), None
+    failures = tuple(f for f in runs.failures if f.at >= since) if runs is not None else ()
     final = runs.final if runs is not None else None
-    final = final if final is not None and final.started_at >= enqueued_at else None
-    return replace(dead, verdict=from_runs(runs, enqueued_at), failures=failures, final=final)
+    final = final if final is not None and final.started_at >= since else None
+    return from_runs(runs, since, dead.claimed), failures, final
 
 
 @dataclass(frozen=True)

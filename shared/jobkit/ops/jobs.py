@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from jobkit.config import Declaration
 from jobkit.errors import JobKitError, SpecError
 from jobkit.ops.dead_letters import failure_to_json, final_to_json
 from jobkit.push import JobQueueGroup
-from jobkit.records import FailureRecord, FinalAttempt, JobRuns, RecordsBackend
+from jobkit.records import ANY_DOMAIN, DomainFilter, FailureRecord, FinalAttempt, JobRuns, RecordsBackend
 from jobkit.spec import JobSpecification
 from jobkit.status import JobStatus
 
@@ -62,7 +61,7 @@ class JobReport:
         """The failure records of the only match (none with several)."""
         return self.matches[0].failures if len(self.matches) == 1 else ()
 
-    def not_found(self, job_type: str | None, domain: str | AnyDomain | None) -> str:
+    def not_found(self, job_type: str | None, domain: DomainFilter) -> str:
         """What the error says when nothing was found, with the filters."""
         where = f" of type {job_type}" if job_type else ""
         if domain is not ANY_DOMAIN:
@@ -82,22 +81,13 @@ class JobReport:
         return data
 
 
-class AnyDomain(Enum):
-    """The ``domain`` of :func:`job_report` that means every domain."""
-
-    ANY = "any"
-
-
-ANY_DOMAIN = AnyDomain.ANY
-
-
 def job_report(
     records: RecordsBackend,
     declaration: Declaration,
     job_id: str,
     *,
     job_type: str | None = None,
-    domain: str | AnyDomain | None = ANY_DOMAIN,
+    domain: DomainFilter = ANY_DOMAIN,
     failure_limit: int = 100,
 ) -> JobReport:
     """Look a job ID up: in one type, or in every declared type (two queries
@@ -110,14 +100,16 @@ def job_report(
     types = [declaration.job_type(job_type).name] if job_type is not None else sorted(declaration.types)
     matches: list[JobMatch] = []
     for name in types:
-        found = _matches(records, name, job_id, failure_limit)
+        found = _matches(records, name, job_id, failure_limit, domain)
         matches.extend(m for m in found if domain is ANY_DOMAIN or m.domain == domain)
     return JobReport(job_id, matches)
 
 
-def _matches(records: RecordsBackend, job_type: str, job_id: str, failure_limit: int) -> list[JobMatch]:
+def _matches(
+    records: RecordsBackend, job_type: str, job_id: str, failure_limit: int, domain: DomainFilter
+) -> list[JobMatch]:
     statuses = {s.domain: s for s in records.statuses(job_type, job_id)}
-    runs = records.runs(job_type, job_id, failure_limit)
+    runs = records.runs(job_type, job_id, failure_limit, domain)
     domains = sorted({*statuses, *runs}, key=lambda d: (d is not None, d or ""))
     matches = []
     for domain in domains:

@@ -52,7 +52,8 @@ EXPLANATIONS: dict[str, str] = {
     Reason.SUCCEEDED_DELETE_LOST: "succeeded on its last attempt; its delete was lost",
     Reason.TIMED_OUT: "no attempt finished: timed out",
     Reason.NO_ATTEMPT_FINISHED: (
-        "no attempt finished: the invocation was stopped (killed or crashed) before it reported"
+        "no attempt reported back: the invocation was stopped (killed, crashed, timed out)"
+        " before it reported, or its report could not be recorded"
     ),
     Reason.REDRIVE_POLICY: "moved by SQS's redrive policy after failed attempts; the runner did not dead-letter it",
     Reason.UNKNOWN: "unknown: nothing the tools can verify says why",
@@ -96,14 +97,20 @@ def poison(error: str, error_class: str) -> Verdict:
     return Verdict(Reason.POISON, True, error_class, safe_text(error))
 
 
-def check_job(spec: JobSpecification, queue: str, queue_types: tuple[str, ...], now: float) -> Verdict | None:
-    """The runner's checks after the parse, made again: the times, then the
-    type. A body that fails them now failed them when the runner took it (a
-    time that is too far ahead now was further ahead then). ``None``: it passes."""
+def check_times(spec: JobSpecification, now: float) -> Verdict | None:
+    """The runner's time checks, made again at ``now``: pass a time no earlier
+    than the runner's check (a time too far ahead then is further ahead now).
+    ``None``: it passes."""
     try:
         spec.check_times(now)
     except SpecError as exc:
         return poison(str(exc), type(exc).__name__)
+    return None
+
+
+def check_type(spec: JobSpecification, queue: str, queue_types: tuple[str, ...]) -> Verdict | None:
+    """The runner's routing check, made again: the type must be one of this
+    DLQ's queue. ``None``: it is."""
     if spec.type not in queue_types:
         error = UnknownJobType(
             spec.type, f"not a type of queue {queue!r}, whose DLQ this is (it serves {', '.join(queue_types)})"
@@ -112,14 +119,42 @@ def check_job(spec: JobSpecification, queue: str, queue_types: tuple[str, ...], 
     return None
 
 
-def from_runs(runs: JobRuns | None, enqueued_at: float) -> Verdict:
-    """What the jobs table says of a job enqueued at ``enqueued_at``.
+def from_runs(runs: JobRuns | None, enqueued_at: float, claimed: Claimed | None = None) -> Verdict:
+    """What the jobs table says of a job, from its records since ``enqueued_at``.
 
     The newest event wins: the final attempt's success (only its delete was
     lost), the final attempt that never reported, the newest failure with the
     dead-letter reason the runner wrote, a timeout the deadline watchdog
     recorded, or else failures SQS's redrive policy ended.
+
+    A message that makes the claims a runner's DLQ copy makes (a reason, its
+    source queue, and a dead-letter time no earlier than the job's last record)
+    looks like one: if the table has no dead-letter record to confirm it, the
+    runner's write may have failed, and the absence of a record proves
+    nothing, so it is ``unknown``. Claims that cannot be a runner's copy (the
+    sender's own, on the original message SQS moved) leave the records to speak.
     """
+    verdict = _from_runs(runs, enqueued_at)
+    unconfirmed = verdict.reason in (Reason.NO_ATTEMPT_FINISHED, Reason.REDRIVE_POLICY, Reason.TIMED_OUT)
+    if claimed is None or not unconfirmed or not _like_a_runner_copy(claimed, runs):
+        return verdict
+    return unknown(
+        f"the runner's DLQ copy says {claimed.reason!r}, which the jobs table does not confirm:"
+        " its record may not have been written"
+    )
+
+
+def _like_a_runner_copy(claimed: Claimed, runs: JobRuns | None) -> bool:
+    if claimed.reason is None or claimed.source_queue is None or claimed.dead_lettered_at is None or runs is None:
+        return False
+    times = [f.at for f in runs.failures]
+    if runs.final is not None:
+        times += [runs.final.started_at, runs.final.succeeded_at or 0.0]
+    # the runner writes the time rounded to the millisecond
+    return bool(times) and claimed.dead_lettered_at >= max(times) - 0.001
+
+
+def _from_runs(runs: JobRuns | None, enqueued_at: float) -> Verdict:
     failures = sorted(
         (f for f in (runs.failures if runs else ()) if f.at >= enqueued_at),
         key=lambda f: (f.at, f.attempt),
@@ -193,7 +228,7 @@ class Claimed:
             reason=text("jobkit.reason"),
             error_class=text("jobkit.errorClass"),
             error=text("jobkit.error"),
-            attempts=int(attempts) if _SMALL_INT.match(attempts) else None,
+            attempts=int(attempts) if _SMALL_INT.fullmatch(attempts) else None,
             source_queue=text("jobkit.sourceQueue"),
             dead_lettered_at=_epoch(attributes.get("jobkit.deadLetteredAt")),
         )

@@ -214,7 +214,7 @@ class JobkitStack:
         ID ``push()`` returned: then every type's and domain's records of that ID."""
         records = self.stack.records
         if isinstance(job, JobSpecification):
-            runs = records.runs(job.type, job.id, 100).get(job.domain)
+            runs = records.runs(job.type, job.id, 100, job.domain).get(job.domain)
             return list(runs.failures) if runs is not None else []
         found = [f for t in self.declaration.types for r in records.runs(t, job, 100).values() for f in r.failures]
         return sorted(found, key=lambda f: (f.at, f.attempt), reverse=True)
