@@ -598,12 +598,14 @@ class JobModel(RuleBasedStateMachine):
         ]
         for result in self.h.stack.results.results:
             if result.outcome is Outcome.DUPLICATE:
-                spec = sent[by_job(result.job_type, result.domain, result.job_id or "")]
-                enqueued = spec.enqueued_at or 0.0
+                job = by_job(result.job_type, result.domain, result.job_id or "")
+                spec = sent[job]
+                # Which push of a re-pushed ID this was, the result does not say: the earliest
+                enqueued = min(self.h.sent.enqueue_times[job])
                 key = spec.dedup_hash(IGNORED[spec.type])
                 assert any(k == key and started > enqueued for k, started in successes), (
                     f"dropped as a duplicate with no twin that started after {enqueued} and succeeded: "
-                    f"{evidence[spec.id].describe()}"
+                    f"{evidence[job].describe()}"
                 )
 
     def _check_supersessions(self) -> None:
