@@ -34,7 +34,7 @@ from typing import Any, TextIO
 
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.outcome import RecordResult
 
 DIMENSION = "JobType"
 # EMF allows 100 values per metric in one document, and Powertools prints a
@@ -42,17 +42,6 @@ DIMENSION = "JobType"
 # document goes to our stream.
 MAX_VALUES_PER_DOCUMENT = 99
 
-_OUTCOME_METRICS = {
-    Outcome.SUCCEEDED: "Succeeded",
-    Outcome.RETRIED: "Retried",
-    Outcome.DEAD_LETTERED: "DeadLettered",
-    Outcome.POISONED: "Poisoned",
-    Outcome.DUPLICATE: "Duplicate",
-    Outcome.SUPERSEDED: "Superseded",
-    Outcome.DEFERRED: "Deferred",
-    Outcome.DELAYED: "Delayed",
-    Outcome.REDELIVERED: "Redelivered",
-}
 _TIMINGS = {"PickupDelay": "pickup_delay_ms", "RootJobAge": "root_job_age_ms", "RunTime": "run_time_ms"}
 
 
@@ -72,9 +61,7 @@ class EmfMetrics:
 
     def record(self, result: RecordResult) -> None:
         counts = self._counts[result.job_type]
-        counts[_OUTCOME_METRICS[result.outcome]] += 1
-        if result.outcome is Outcome.POISONED:
-            counts["DeadLettered"] += 1
+        counts.update(result.outcome.metrics)
         if result.failed:
             counts["Failed"] += 1
         if result.dedup_unavailable:

@@ -8,22 +8,56 @@ from enum import StrEnum
 
 
 class Outcome(StrEnum):
-    """How the runner finished with a message on this delivery."""
+    """How the runner finished with a message on this delivery.
 
-    SUCCEEDED = "succeeded"  # ran, and succeeded
-    RETRIED = "retried"  # ran, failed, and will be retried
-    DEAD_LETTERED = "dead_lettered"  # ran, failed for the last time: now in the DLQ
-    POISONED = "poisoned"  # could not be parsed or resolved: now in the DLQ
-    DUPLICATE = "duplicate"  # skipped: an identical job started later and succeeded
-    SUPERSEDED = "superseded"  # skipped: a newer root job replaced this leaf
-    DEFERRED = "deferred"  # re-enqueued: an identical job is running right now
-    DELAYED = "delayed"  # re-enqueued: not yet released (a delay hop)
-    REDELIVERED = "redelivered"  # skipped: a deliver_once job that already ran
+    Each outcome carries what the rest of jobkit needs to know of it, so that
+    adding one is an edit of this class only: its EMF count metric, whether it
+    ends the job, which column of a run's tally it falls in (in the order of
+    the members), and another outcome's metric that also counts it.
+    """
+
+    metric: str
+    is_final: bool  # the job is finished: no copy of it will be delivered again
+    tally: str | None  # the column of a run's tally (the demo's table); None: not final
+    counted_in: str | None  # the metric of another outcome that also counts this one
+
+    def __new__(
+        cls, value: str, metric: str, is_final: bool, tally: str | None, counted_in: str | None = None
+    ) -> Outcome:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.metric = metric
+        member.is_final = is_final
+        member.tally = tally
+        member.counted_in = counted_in
+        return member
+
+    SUCCEEDED = "succeeded", "Succeeded", True, "run"  # ran, and succeeded
+    SUPERSEDED = "superseded", "Superseded", True, "superseded"  # skipped: a newer root job replaced this leaf
+    DUPLICATE = "duplicate", "Duplicate", True, "duplicate"  # skipped: an identical job started later and succeeded
+    REDELIVERED = "redelivered", "Redelivered", True, "duplicate"  # skipped: a deliver_once job that already ran
+    DEAD_LETTERED = "dead_lettered", "DeadLettered", True, "dead-lettered"  # ran, failed for the last time
+    POISONED = "poisoned", "Poisoned", True, "dead-lettered", "DeadLettered"  # could not be parsed or resolved
+    RETRIED = "retried", "Retried", False, None  # ran, failed, and will be retried
+    DEFERRED = "deferred", "Deferred", False, None  # re-enqueued: an identical job is running right now
+    DELAYED = "delayed", "Delayed", False, None  # re-enqueued: not yet released (a delay hop)
 
     @property
-    def is_final(self) -> bool:
-        """Whether the job is finished: no copy of it will be delivered again."""
-        return self not in (Outcome.RETRIED, Outcome.DEFERRED, Outcome.DELAYED)
+    def metrics(self) -> tuple[str, ...]:
+        """The EMF counts one result of this outcome adds to."""
+        if self.counted_in is None:
+            return (self.metric,)
+        return (self.metric, self.counted_in)
+
+    @classmethod
+    def final_metrics(cls) -> tuple[str, ...]:
+        """The counts that together tell every job that ended, each job once."""
+        return tuple(o.metric for o in cls if o.is_final and o.counted_in is None)
+
+    @classmethod
+    def tallies(cls) -> tuple[str, ...]:
+        """The columns of a run's tally, in order."""
+        return tuple(dict.fromkeys(o.tally for o in cls if o.tally is not None))
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any
 
 from jobkit.config import Declaration, QueueConfig, declaration_to_dict
 from jobkit.errors import ConfigError
+from jobkit.outcome import Outcome
 from jobkit.record_keys import own_records_pattern, root_records_pattern
 from jobkit.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
 
@@ -540,10 +541,7 @@ def _dashboard(declaration: Declaration) -> dict[str, Any]:
                 y,
                 f"{job_type.name}: jobs",
                 "Sum",
-                [
-                    [namespace, metric, *dimension]
-                    for metric in ("Succeeded", "Failed", "DeadLettered", "Duplicate", "Superseded")
-                ],
+                [[namespace, metric, *dimension] for metric in (*Outcome.final_metrics(), "Failed")],
             ),
             _widget(
                 6,

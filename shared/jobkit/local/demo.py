@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jobkit.clock import VirtualClock
@@ -38,16 +38,29 @@ EDIT_GAP_S = 0.05  # three saves in quick succession (virtual seconds)
 class TypeSummary:
     job_type: str
     pushed: int
-    run: int
-    superseded: int
-    duplicate: int
-    dead_lettered: int
+    tally: Mapping[str, int]  # jobs per column of Outcome.tallies()
     pickup_p50_ms: float | None
     pickup_p95_ms: float | None
 
     @property
+    def run(self) -> int:
+        return self.tally["run"]
+
+    @property
+    def superseded(self) -> int:
+        return self.tally["superseded"]
+
+    @property
+    def duplicate(self) -> int:
+        return self.tally["duplicate"]
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.tally["dead-lettered"]
+
+    @property
     def balances(self) -> bool:
-        return self.pushed == self.run + self.superseded + self.duplicate + self.dead_lettered
+        return self.pushed == sum(self.tally.values())
 
 
 @dataclass(frozen=True)
@@ -147,7 +160,7 @@ def summarize(results: Sequence[RecordResult], pushed: Counter[str], job_types: 
     type_of = {r.job_id: r.job_type for r in results if r.job_id is not None}
     summaries = []
     for job_type in job_types:
-        outcomes = Counter(o for job_id, o in final.items() if type_of[job_id] == job_type)
+        tally = Counter(o.tally for job_id, o in final.items() if type_of[job_id] == job_type)
         delays = sorted(
             r.pickup_delay_ms
             for r in results
@@ -157,10 +170,7 @@ def summarize(results: Sequence[RecordResult], pushed: Counter[str], job_types: 
             TypeSummary(
                 job_type=job_type,
                 pushed=pushed.get(job_type, 0),
-                run=outcomes[Outcome.SUCCEEDED],
-                superseded=outcomes[Outcome.SUPERSEDED],
-                duplicate=outcomes[Outcome.DUPLICATE] + outcomes[Outcome.REDELIVERED],
-                dead_lettered=outcomes[Outcome.DEAD_LETTERED] + outcomes[Outcome.POISONED],
+                tally={column: tally[column] for column in Outcome.tallies()},
                 pickup_p50_ms=_percentile(delays, 50),
                 pickup_p95_ms=_percentile(delays, 95),
             )
@@ -194,19 +204,12 @@ def print_report(report: DemoReport) -> None:
 
     table = Table(title="jobkit demo: three edits of a widely used template")
     table.add_column("type", no_wrap=True, min_width=15)
-    for column in ("pushed", "run", "superseded", "duplicate", "dead-lettered", "p50 pickup", "p95 pickup"):
+    tallies = Outcome.tallies()
+    for column in ("pushed", *tallies, "p50 pickup", "p95 pickup"):
         table.add_column(column, justify="right", no_wrap=True)
     for s in report.summaries:
-        table.add_row(
-            s.job_type,
-            f"{s.pushed:,}",
-            f"{s.run:,}",
-            f"{s.superseded:,}",
-            f"{s.duplicate:,}",
-            f"{s.dead_lettered:,}",
-            _ms(s.pickup_p50_ms),
-            _ms(s.pickup_p95_ms),
-        )
+        counts = [f"{s.tally[column]:,}" for column in tallies]
+        table.add_row(s.job_type, f"{s.pushed:,}", *counts, _ms(s.pickup_p50_ms), _ms(s.pickup_p95_ms))
     console = Console(width=max(110, Console().width))
     console.print(table)
     for reason in report.dead_letter_reasons:
@@ -214,7 +217,7 @@ def print_report(report: DemoReport) -> None:
     for line in report.delayed:
         console.print(f"delayed an hour: {line}")
     verdict = "[green]balances[/]" if report.balances else "[red]DOES NOT BALANCE[/]"
-    console.print(f"pushed = run + superseded + duplicate + dead-lettered: {verdict}")
+    console.print(f"pushed = {' + '.join(tallies)}: {verdict}")
     console.print(f"finished in {report.wall_s:.1f} s wall time on the embedded AWS (moto)")
 
 

@@ -28,11 +28,12 @@ from jobkit.config import Declaration
 from jobkit.metrics import DIMENSION
 from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
 from jobkit.ops.queues import queue_summaries
+from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
 
 DEFAULT_WINDOW_S = 300
-#: The EMF counts of outcomes that end a job (see jobkit.metrics; Poisoned is inside DeadLettered).
-FINAL_OUTCOME_METRICS = ("Succeeded", "DeadLettered", "Duplicate", "Superseded", "Redelivered")
+#: The EMF counts of outcomes that end a job, each job once (Poisoned is inside DeadLettered).
+FINAL_OUTCOME_METRICS = Outcome.final_metrics()
 
 
 @dataclass(frozen=True)
