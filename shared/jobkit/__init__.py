@@ -2,7 +2,7 @@
 
 The public API::
 
-    from jobkit import Job, JobQueueGroup, JobSpecification, NonRetryableError
+    from jobkit import Job, JobQueueGroup, JobSpecification, NonRetryableError, queue_group
 
 Importing jobkit is cheap: it does not import boto3 or create clients.
 """
@@ -23,6 +23,7 @@ from jobkit.errors import (
 from jobkit.job import Job, JobContext
 from jobkit.push import JobQueueGroup
 from jobkit.spec import JobSpecification
+from jobkit.wiring import queue_group
 
 __version__ = "0.1.0"
 
@@ -40,4 +41,5 @@ __all__ = [
     "NonRetryableError",
     "SpecError",
     "UnknownJobType",
+    "queue_group",
 ]

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.errors import ConfigError, UnknownJobType
+from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames
 from jobkit.wire import TYPE_PATTERN
 
 DEFAULT_PATH = Path("infra/jobs.toml")
 CLASS_PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,60}$")
-PREFIX_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,15}$")
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_./#:-]{1,255}$")
 
 
@@ -90,7 +90,7 @@ class Declaration:
     """All declared job types, and the names of the resources that serve them."""
 
     types: Mapping[str, JobType]
-    prefix: str = "jobkit"
+    prefix: str = DEFAULT_PREFIX
     namespace: str = "jobkit"
     code_dir: Path | None = None
     source: str = "<declaration>"
@@ -110,17 +110,22 @@ class Declaration:
         except KeyError:
             raise UnknownJobType(name) from None
 
+    @property
+    def names(self) -> ResourceNames:
+        """The names of the resources deployed under this declaration's prefix."""
+        return ResourceNames(self.prefix)
+
     def queue_name(self, queue: str) -> str:
         """The SQS queue name of a declared queue."""
-        return f"{self.prefix}-{queue}"
+        return self.names.queue(queue)
 
     def dlq_name(self, queue: str) -> str:
-        return f"{self.prefix}-{queue}-dlq"
+        return self.names.dlq(queue)
 
     @property
     def table_name(self) -> str:
         """The DynamoDB table that holds dedup, root-job and failure records."""
-        return f"{self.prefix}-jobs"
+        return self.names.table
 
     def for_runner(self, queue: str) -> Declaration:
         """What the runner of ``queue`` knows: the queue's types, and the types
@@ -196,7 +201,7 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types"})
     settings = _table(source, "jobkit", raw.get("jobkit", {}))
     _no_unknown_keys(source, "jobkit", settings, {"prefix", "namespace", "code_dir"})
-    prefix = settings.get("prefix", "jobkit")
+    prefix = settings.get("prefix", DEFAULT_PREFIX)
     _check(source, "jobkit.prefix", prefix, _matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern)
     namespace = settings.get("namespace", "jobkit")
     _check(source, "jobkit.namespace", namespace, _matches(NAMESPACE_PATTERN), "must be a CloudWatch namespace")

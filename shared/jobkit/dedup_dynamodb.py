@@ -46,6 +46,7 @@ from jobkit.records import (
     JobState,
     JobStatus,
 )
+from jobkit.resources import DEFAULT_PREFIX, ResourceNames
 
 
 class _Record(Model):
@@ -53,7 +54,7 @@ class _Record(Model):
     deployment's table is another's stage, so it is configuration, not schema."""
 
     class Meta:
-        table_name = "jobkit-jobs"
+        table_name = ResourceNames(DEFAULT_PREFIX).table
 
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)

@@ -18,17 +18,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.spec import JobSpecification, new_root_job_params
 from jobkit.status import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
     from jobkit.config import JobType
-    from jobkit.push import JobQueueGroup
 
 
-def _no_queue_group() -> JobQueueGroup:
+class QueueGroup(Protocol):
+    """The push SDK as a job sees it: a :class:`jobkit.push.JobQueueGroup`
+    bound to the job's domain."""
+
+    def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[str]: ...
+
+    def lazy_push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> None: ...
+
+    def flush(self) -> list[str]: ...
+
+    def deduplicate_root_job(self, spec: JobSpecification) -> bool: ...
+
+    def for_job(self, parent: JobSpecification) -> QueueGroup: ...
+
+
+def _no_queue_group() -> QueueGroup:
     raise RuntimeError("this job was constructed outside a runner: it has no queue group to push to")
 
 
@@ -52,10 +66,10 @@ class JobContext:
     job_type: JobType | None = None
     remaining_ms: Callable[[], int] = _no_deadline
     status: StatusTracker = field(default=NO_STATUS, repr=False)
-    _queue_group: Callable[[], JobQueueGroup] = field(default=_no_queue_group, repr=False)
+    _queue_group: Callable[[], QueueGroup] = field(default=_no_queue_group, repr=False)
 
     @property
-    def queue_group(self) -> JobQueueGroup:
+    def queue_group(self) -> QueueGroup:
         """A push SDK bound to the job's domain, for jobs that enqueue jobs."""
         return self._queue_group()
 

@@ -36,7 +36,7 @@ def runner_from_environment(environ: Mapping[str, str]) -> Runner:
     wiring = Wiring.from_environment(environ)
     declaration = wiring.declaration
     # Not named "jobkit": that is the package's own logger, which this one configures.
-    logger = Logger(service=environ.get("JOBKIT_SERVICE", f"{declaration.prefix}-runner"))
+    logger = Logger(service=environ.get("JOBKIT_SERVICE", declaration.names.runner_service))
     # jobkit's modules log to children of the "jobkit" logger; give it Powertools'
     # JSON handler, so their records carry job_id, job_type and domain as keys.
     logging.getLogger("jobkit")

@@ -3,7 +3,7 @@ reports consume."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -75,7 +75,10 @@ class RecordResult:
     root_job_age_ms: float | None = None  # set when a job with root params ran
     run_time_ms: float | None = None  # set when the job ran
     error: str | None = None  # "ErrorClass: message" when it failed or was poisoned
+    reason: str | None = None  # why it was skipped or re-enqueued
     dedup_unavailable: bool = False  # the dedup store failed and the job ran anyway (fail-open)
+    # What the job (or jobkit) raised, for tests and in-process callers; never serialised.
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
 
     @property
     def ran(self) -> bool:

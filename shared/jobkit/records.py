@@ -62,6 +62,10 @@ class Claim:
     done: bool = False  # delivery claims: the job already ran to success
 
 
+#: The error class of the failure record the deadline watchdog writes.
+TIMED_OUT = "JobTimedOut"
+
+
 @dataclass(frozen=True)
 class FailureRecord:
     """One failed attempt of a job.

@@ -1,6 +1,10 @@
-"""Settings of the deployed resources that the template and the local stack share."""
+"""Settings of the deployed resources that the template and the local stack share,
+and their names (:class:`ResourceNames`)."""
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 #: How long a dead letter is kept: the SQS maximum, 14 days.
 DLQ_RETENTION_S = 14 * 24 * 3600
@@ -9,3 +13,73 @@ QUEUE_RETENTION_S = 4 * 24 * 3600
 #: The jobs table's key attributes (both strings) and its TTL attribute.
 TABLE_KEYS = ("pk", "sk")
 TTL_ATTRIBUTE = "expires_at"
+
+#: The name prefix of a deployment (a stage), which starts every resource name, and what it may be.
+DEFAULT_PREFIX = "jobkit"
+PREFIX_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,15}$")
+#: The template parameter that holds the prefix.
+PREFIX_PARAMETER = "Prefix"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceNames:
+    """The names of a deployment's resources: the one place that knows the scheme.
+
+    ``ResourceNames("jobkit").queue("refreshLinks")`` is ``"jobkit-refreshLinks"``.
+    :meth:`sub` gives the same names for the template, as ``Fn::Sub`` strings on
+    its ``Prefix`` parameter: ``ResourceNames.sub().queue("refreshLinks")`` is
+    ``"${Prefix}-refreshLinks"``.
+    """
+
+    prefix: str
+
+    @classmethod
+    def sub(cls) -> ResourceNames:
+        """The names as the template writes them, for ``Fn::Sub``."""
+        return cls(f"${{{PREFIX_PARAMETER}}}")
+
+    def queue(self, queue: str) -> str:
+        """The SQS queue of a declared queue."""
+        return f"{self.prefix}-{queue}"
+
+    def dlq(self, queue: str) -> str:
+        """The dead-letter queue of a declared queue."""
+        return f"{self.queue(queue)}-dlq"
+
+    def runner(self, queue: str) -> str:
+        """The runner function (Lambda) of a declared queue."""
+        return f"{self.prefix}-runner-{queue}"
+
+    def log_group(self, queue: str) -> str:
+        """The log group of a queue's runner function."""
+        return f"/aws/lambda/{self.runner(queue)}"
+
+    @property
+    def table(self) -> str:
+        """The DynamoDB table that holds dedup, root-job, failure and status records."""
+        return f"{self.prefix}-jobs"
+
+    @property
+    def producer_policy(self) -> str:
+        """The managed policy an app's role attaches to push jobs."""
+        return f"{self.prefix}-producer"
+
+    @property
+    def alarm_topic(self) -> str:
+        """The SNS topic the alarms notify."""
+        return f"{self.prefix}-alarms"
+
+    @property
+    def dashboard(self) -> str:
+        """The CloudWatch dashboard."""
+        return f"{self.prefix}-jobs"
+
+    @property
+    def runner_service(self) -> str:
+        """The service name the runners log under."""
+        return f"{self.prefix}-runner"
+
+    @property
+    def local_stack(self) -> str:
+        """The CloudFormation stack the local stack deploys the template as."""
+        return f"{self.prefix}-local"

@@ -11,6 +11,12 @@ schema checks, and what a schema cannot say:
 - NaN and Infinity are not JSON, and a number beyond 2**53 is no time;
 - a lone UTF-16 surrogate (a ``\\ud800`` escape without its pair) is not text.
 
+Compatibility (docs/wire-format.md): ``v`` is the major version. A producer
+may add an optional field without a new version: a reader that does not know
+it ignores it, and the runner keeps it, since it re-enqueues and dead-letters
+the body as it came. A field an older reader must not ignore needs a new
+major version, which such a reader refuses as poison with the reason.
+
 Nothing here imports a schema library: the runner's cold start pays for imports.
 """
 
@@ -30,6 +36,8 @@ _MAX_SAFE_INTEGER = 2**53
 
 
 TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+#: The name of a field this reader does not know (a newer producer's optional one).
+FIELD_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 SIGNATURE_PATTERN = re.compile(r"^[0-9a-f]{40}$")
 #: A domain is at most this many bytes of UTF-8: it is part of the jobs table's
@@ -137,14 +145,20 @@ def validate(data: Any) -> None:
     if not isinstance(data, dict):
         raise SpecError(f"message body must be a JSON object, got {type(data).__name__}")
     version = data.get("v")
+    if isinstance(version, int) and not isinstance(version, bool) and version > WIRE_VERSION:
+        raise SpecError(
+            f"wire version {version} is newer than this runner reads (v{WIRE_VERSION}):"
+            " deploy a jobkit that reads it before producers send it, then redrive"
+        )
     if version != WIRE_VERSION or isinstance(version, bool):
         raise SpecError(f"unsupported wire version {short(version)} (this runner reads v{WIRE_VERSION})")
     missing = [name for name in _REQUIRED if name not in data]
     if missing:
         raise SpecError(f"message is missing required field(s): {', '.join(missing)}")
-    unknown = sorted(set(data) - _FIELDS)
-    if unknown:
-        raise SpecError(f"message has unknown field(s): {', '.join(unknown)[:200]}")
+    # A field this reader does not know is a newer producer's optional one: ignored, kept in the body.
+    misnamed = sorted(name for name in set(data) - _FIELDS if not FIELD_NAME_PATTERN.fullmatch(name))
+    if misnamed:
+        raise SpecError(f"message has field name(s) that are not identifiers: {short(', '.join(misnamed))}")
     checks: list[tuple[str, bool, str]] = [
         ("id", isinstance(data["id"], str) and bool(ID_PATTERN.fullmatch(data["id"])), ID_PATTERN.pattern),
         ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.fullmatch(data["type"])), "a job type name"),

@@ -1,6 +1,6 @@
 """The composition root: the one place that builds jobkit's objects.
 
-Apps (``JobQueueGroup.for_domain``), runner Lambdas, the local stack, the
+Apps (:func:`queue_group`), runner Lambdas, the local stack, the
 pytest plugin and the CLI all get their AWS clients, records store, queue
 directory, push groups and runners from a :class:`Wiring`, so a test builds
 them exactly the way production does. Only :class:`AwsClients` creates boto3
@@ -246,3 +246,31 @@ class Wiring:
             registry=registry,
             rng=rng,
         )
+
+
+# -- the process-wide default groups ------------------------------------------------------
+
+_default_group: JobQueueGroup | None = None
+_default_group_lock = threading.Lock()
+
+
+def queue_group(domain: str | None = None) -> JobQueueGroup:
+    """The push SDK for a domain, as an app gets it: ``jobkit.queue_group("enwiki").push(spec)``.
+
+    The first call builds the process's group from the environment
+    (:meth:`Wiring.from_environment`); the groups of every domain share its
+    SQS client, its queue URLs and its store.
+    """
+    global _default_group
+    with _default_group_lock:
+        if _default_group is None:
+            _default_group = Wiring.from_environment().group()
+        root = _default_group
+    return root.for_domain(domain)
+
+
+def reset_default_groups() -> None:
+    """Forget the process-wide default group (tests, or after changing the environment)."""
+    global _default_group
+    with _default_group_lock:
+        _default_group = None

@@ -1,4 +1,4 @@
-"""What de-duplication costs, in AWS requests per job (DESIGN.md §5 budget):
+"""What de-duplication costs, in AWS requests per job (the figures of docs/benchmarks.md):
 
 - a plain job: 0 DynamoDB requests, and no SQS request beyond the event source mapping's;
 - a remove_duplicates job: 2 DynamoDB writes when it runs, 1 request when it is a duplicate;

@@ -15,8 +15,8 @@ import pytest
 from conftest import ROOT
 
 PUSH = """
-from jobkit import JobQueueGroup, JobSpecification
-[job_id] = JobQueueGroup.for_domain("enwiki").push(JobSpecification("refreshLinks", {"title": "Main Page"}))
+from jobkit import JobSpecification, queue_group
+[job_id] = queue_group("enwiki").push(JobSpecification("refreshLinks", {"title": "Main Page"}))
 print(job_id)
 """
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import pytest
 
-from jobkit import JobQueueError, JobQueueGroup, JobSpecification
+from jobkit import JobQueueError, JobQueueGroup, JobSpecification, queue_group
 from jobkit.local import LocalStack
+from jobkit.sqs import Outgoing, SendFailure, SendResult
+from jobkit.wiring import reset_default_groups
 
 from conftest import RequestCounter
 from faults import FailBatchEntries, FailCalls
+
+T = TypeVar("T")
 
 
 def bodies(stack: LocalStack, queue: str) -> list[dict[str, Any]]:
@@ -214,12 +219,55 @@ def test_default_groups_come_from_the_environment(
     stack: LocalStack, monkeypatch: pytest.MonkeyPatch, test_declaration: Any
 ) -> None:
     monkeypatch.setenv("JOBKIT_CONFIG", test_declaration.source)
-    JobQueueGroup.reset_defaults()
+    reset_default_groups()
     try:
-        group = JobQueueGroup.for_domain("enwiki")
-        assert group is JobQueueGroup.for_domain("enwiki")
+        group = queue_group("enwiki")
+        assert group is queue_group("enwiki")
+        assert group.for_domain("dewiki") is queue_group("dewiki")
         group.push(JobSpecification("noop"))  # moto is active in-process: the default client reaches it
     finally:
-        JobQueueGroup.reset_defaults()
+        reset_default_groups()
     [body] = bodies(stack, "noop")
     assert body["domain"] == "enwiki"
+
+
+def test_a_group_built_by_hand_needs_a_client(test_declaration: Any) -> None:
+    with pytest.raises(TypeError, match="sqs_client, sqs_client_factory or transport"):
+        JobQueueGroup("enwiki", declaration=test_declaration)
+
+
+class ListTransport:
+    """A push transport that keeps the batches it is sent, and refuses the first
+    try of each message whose body contains ``refuse``."""
+
+    def __init__(self, refuse: str) -> None:
+        self.batches: list[list[Outgoing[Any]]] = []
+        self._refuse = refuse
+        self._refused: set[str] = set()
+
+    def queue_url(self, job_type: str) -> str:
+        return f"queue:{job_type}"
+
+    def send_batch(self, batch: Sequence[Outgoing[T]]) -> SendResult[T]:
+        self.batches.append(list(batch))
+        result: SendResult[T] = SendResult()
+        for message in batch:
+            if self._refuse in message.body and message.body not in self._refused:
+                self._refused.add(message.body)
+                result.failed.append(SendFailure(message, "InternalError", "try again", retryable=True))
+            else:
+                result.sent.append(message)
+        return result
+
+
+def test_a_group_sends_through_its_transport(test_declaration: Any) -> None:
+    transport = ListTransport(refuse='"n":1')
+    group = JobQueueGroup("enwiki", declaration=test_declaration, transport=transport, sleep=lambda _: None)
+    specs = [JobSpecification("noop", {"n": n}) for n in range(3)] + [JobSpecification("dedup", {"n": 9})]
+    assert group.push(specs) == [specs[0].id, specs[2].id, specs[3].id, specs[1].id]
+    assert [[m.queue_url for m in batch] for batch in transport.batches] == [
+        ["queue:noop"] * 3,
+        ["queue:dedup"],
+        ["queue:noop"],  # the refused entry, again
+    ]
+    assert transport.batches[0][0].attributes == {"JobType": {"DataType": "String", "StringValue": "noop"}}

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from jobkit import JobQueueGroup, JobSpecification
+from jobkit import JobQueueGroup, JobSpecification, queue_group
 from jobkit.clock import VirtualClock
 from jobkit.config import load_declaration
 from jobkit.errors import JobQueueError, SpecError
@@ -31,6 +31,7 @@ from jobkit.records import JobState
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import MAX_JOB_BYTES, message_size, string_attribute
 from jobkit.testing import JobkitStack, sqs_event
+from jobkit.wiring import reset_default_groups
 
 import testjobs
 from conftest import FIXTURES, START
@@ -118,9 +119,9 @@ def app_environment(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> Itera
     """An app's process: its declaration from the environment, boto3's own clients
     (in-process moto answers them), and the process-wide default groups."""
     monkeypatch.setenv("JOBKIT_CONFIG", str(FIXTURES / "jobs.toml"))
-    JobQueueGroup.reset_defaults()
+    reset_default_groups()
     yield
-    JobQueueGroup.reset_defaults()
+    reset_default_groups()
 
 
 def test_an_app_group_records_the_roots_it_pushes(stack: LocalStack, app_environment: None) -> None:
@@ -128,11 +129,11 @@ def test_an_app_group_records_the_roots_it_pushes(stack: LocalStack, app_environ
     # (an app stamps on the real clock; the stack's runners run on theirs, ahead)
     now = time.time()
     root = JobSpecification("fanOut", new_root_job_params("page", now - 10))
-    JobQueueGroup.for_domain("enwiki").push(root)
+    queue_group("enwiki").push(root)
     # Then the root is recorded: an older leaf pushed later is superseded before it runs
     old_leaf = {k: v for k, v in new_root_job_params("page", now - 20).items() if k != "rootJobIsSelf"}
-    JobQueueGroup.for_domain("enwiki").push(JobSpecification("fanOut", old_leaf))
-    assert JobQueueGroup.for_domain("enwiki").deduplicate_root_job(
+    queue_group("enwiki").push(JobSpecification("fanOut", old_leaf))
+    assert queue_group("enwiki").deduplicate_root_job(
         JobSpecification("fanOut", new_root_job_params("other", now - 10))
     )
     stack.clock.advance(1)
@@ -145,9 +146,9 @@ def test_an_app_group_pushes_even_when_the_jobs_table_is_down(
 ) -> None:
     stack.dynamodb.delete_table(TableName=stack.declaration.table_name)
     root = JobSpecification("fanOut", new_root_job_params("page", time.time() - 10))
-    assert JobQueueGroup.for_domain("enwiki").push(root) == [root.id]  # fail-open
+    assert queue_group("enwiki").push(root) == [root.id]  # fail-open
     assert "could not record root job" in caplog.text
-    assert not JobQueueGroup.for_domain("enwiki").deduplicate_root_job(root)
+    assert not queue_group("enwiki").deduplicate_root_job(root)
     assert stack.queue_depth("fanOut") == 1
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobkit.cli_ops import CliConfig
+from jobkit.cli.config import CliConfig
 
 from conftest import FIXTURES
 
@@ -13,14 +13,14 @@ from conftest import FIXTURES
 def test_clients_are_built_on_first_use_with_the_endpoint_given() -> None:
     config = CliConfig(endpoint_url="http://127.0.0.1:4566", region="eu-west-1")
     assert config._clients is None  # nothing built up front
-    sqs = config.client("sqs")
+    sqs = config.sqs
     assert sqs.meta.endpoint_url == "http://127.0.0.1:4566" and sqs.meta.region_name == "eu-west-1"
-    assert config.client("sqs") is sqs
+    assert config.sqs is sqs
 
 
 def test_boto3_reads_the_endpoint_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://localhost:5000")
-    assert CliConfig().client("cloudwatch").meta.endpoint_url == "http://localhost:5000"
+    assert CliConfig().cloudwatch.meta.endpoint_url == "http://localhost:5000"
 
 
 def test_the_prefix_names_the_stack(monkeypatch: pytest.MonkeyPatch) -> None:

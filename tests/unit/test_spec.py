@@ -177,7 +177,7 @@ BAD_BODIES = {
     "params not object": '{"v": 1, "id": "a", "type": "t", "params": [], "enqueuedAt": 1}',
     "type is a module path": '{"v": 1, "id": "a", "type": "os.system", "params": {}, "enqueuedAt": 1}',
     "enqueuedAt string": '{"v": 1, "id": "a", "type": "t", "params": {}, "enqueuedAt": "now"}',
-    "unknown field": '{"v": 1, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1, "class": "x"}',
+    "field name not an identifier": '{"v": 1, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1, "a.b": "x"}',
     "bad signature": '{"v": 1, "id": "a", "type": "t", "params": {"rootJobSignature": "zz"}, "enqueuedAt": 1}',
     "bad root timestamp": '{"v": 1, "id": "a", "type": "t", "params": {"rootJobTimestamp": "x"}, "enqueuedAt": 1}',
     "id with spaces": '{"v": 1, "id": "a b", "type": "t", "params": {}, "enqueuedAt": 1}',

@@ -23,6 +23,7 @@ from typing import Any
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.local.lambda_context import FakeLambdaContext
+from jobkit.sqs import delete_in_chunks, new_messages, receive_messages
 
 log = logging.getLogger(__name__)
 
@@ -96,29 +97,20 @@ class EventSourceMapping:
         return len(messages)
 
     def _receive(self) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = []
         failures = 0
-        while len(messages) < self.batch_size:
-            try:
-                response = self._sqs.receive_message(
-                    QueueUrl=self.queue_url,
-                    MaxNumberOfMessages=min(10, self.batch_size - len(messages)),
-                    MessageSystemAttributeNames=["All"],
-                    MessageAttributeNames=["All"],
-                    WaitTimeSeconds=0,
-                )
-            except Exception:  # botocore's ClientError or BotoCoreError: poll again
-                failures += 1
-                self.receive_errors += 1
-                log.warning("ReceiveMessage failed (%d in a row)", failures, exc_info=True)
-                if failures > MAX_RECEIVE_RETRIES:
-                    break
-                continue
-            received = response.get("Messages", [])
-            if not received:
-                break
-            messages.extend(received)
-        return messages
+
+        def receive(wanted: int) -> list[dict[str, Any]]:
+            nonlocal failures
+            while failures <= MAX_RECEIVE_RETRIES:
+                try:
+                    return receive_messages(self._sqs, self.queue_url, wanted, wait_time_s=0)
+                except Exception:  # botocore's ClientError or BotoCoreError: poll again
+                    failures += 1
+                    self.receive_errors += 1
+                    log.warning("ReceiveMessage failed (%d in a row)", failures, exc_info=True)
+            return []  # give up for this round
+
+        return [message for batch in new_messages(receive, limit=self.batch_size) for message in batch]
 
     @staticmethod
     def _failed_ids(response: Any, batch_ids: set[str]) -> set[str] | None:
@@ -137,23 +129,19 @@ class EventSourceMapping:
         return ids
 
     def _delete(self, messages: list[dict[str, Any]]) -> None:
-        for start in range(0, len(messages), 10):
-            chunk = messages[start : start + 10]
-            try:
-                response = self._sqs.delete_message_batch(
-                    QueueUrl=self.queue_url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
-                )
-            except Exception:  # the messages reappear after their visibility timeout: at-least-once
-                self.delete_errors += len(chunk)
+        for chunk in delete_in_chunks(
+            self._sqs, self.queue_url, messages, lambda m: m["ReceiptHandle"], catching=(Exception,)
+        ):
+            if chunk.error is not None:  # the messages reappear after their visibility timeout: at-least-once
+                self.delete_errors += len(chunk.items)
                 log.warning(
-                    "DeleteMessageBatch failed: %d message(s) will be delivered again", len(chunk), exc_info=True
+                    "DeleteMessageBatch failed: %d message(s) will be delivered again",
+                    len(chunk.items),
+                    exc_info=chunk.error,
                 )
-                continue
-            failed = response.get("Failed", [])
-            if failed:
-                self.delete_errors += len(failed)
-                log.warning("DeleteMessageBatch: %d message(s) not deleted will be delivered again", len(failed))
+            elif chunk.failed:
+                self.delete_errors += len(chunk.failed)
+                log.warning("DeleteMessageBatch: %d message(s) not deleted will be delivered again", len(chunk.failed))
 
 
 def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str = "us-east-1") -> dict[str, Any]:

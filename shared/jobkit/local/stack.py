@@ -16,6 +16,7 @@ its own :class:`~jobkit.runner.Runner` (its own "container") fed by an
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +42,7 @@ from jobkit.push import JobQueueGroup
 from jobkit.records import RecordsBackend
 from jobkit.registry import JobRegistry
 from jobkit.runner import Runner
+from jobkit.sqs import new_messages, receive_messages
 from jobkit.wiring import AwsClients, Wiring
 
 ACCOUNT_ID = "123456789012"
@@ -164,20 +166,21 @@ class LocalStack:
 
     def _deploy_template(self, path: Path) -> None:
         from jobkit.local.cloudformation import deploy, load_template
-        from jobkit.template import logical_id
+        from jobkit.resources import PREFIX_PARAMETER
+        from jobkit.template.naming import QueueIds
 
         stack = deploy(
             self.client,
             load_template(path),
-            stack_name=f"{self.declaration.prefix}-local",
-            parameters={"Prefix": self.declaration.prefix},
+            stack_name=self.declaration.names.local_stack,
+            parameters={PREFIX_PARAMETER: self.declaration.prefix},
             region=self.region,
         )
         self.stack_outputs = stack.outputs
         for queue in self.declaration.queues:
-            q = logical_id(queue)
-            self.queue_urls[self.declaration.queue_name(queue)] = stack.outputs[f"{q}QueueUrl"]
-            self.queue_urls[self.declaration.dlq_name(queue)] = stack.outputs[f"{q}DeadLetterQueueUrl"]
+            ids = QueueIds(queue)
+            self.queue_urls[self.declaration.queue_name(queue)] = stack.outputs[ids.queue_url_output]
+            self.queue_urls[self.declaration.dlq_name(queue)] = stack.outputs[ids.dlq_url_output]
 
     def client(self, service: str) -> Any:
         """A boto3 client for the emulated AWS (one per service)."""
@@ -227,7 +230,7 @@ class LocalStack:
                 self.queue_arn(queue),
                 runner.handle,
                 batch_size=config.batch_size,
-                function_name=f"{self.declaration.prefix}-runner-{queue}",
+                function_name=self.declaration.names.runner(queue),
                 timeout_s=config.timeout_s,
                 memory_mb=config.memory_mb,
                 clock=self.clock,
@@ -348,21 +351,8 @@ class LocalStack:
     def dead_letters(self, queue: str) -> list[dict[str, Any]]:
         """The messages in a queue's DLQ (received and made visible again at once)."""
         url = self.queue_urls[self.declaration.dlq_name(queue)]
-        messages: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        while True:
-            batch = self.sqs.receive_message(
-                QueueUrl=url,
-                MaxNumberOfMessages=10,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["All"],
-                VisibilityTimeout=30,
-            ).get("Messages", [])
-            fresh = [m for m in batch if m["MessageId"] not in seen]
-            if not fresh:
-                break
-            seen.update(m["MessageId"] for m in fresh)
-            messages.extend(fresh)
+        receive = functools.partial(receive_messages, self.sqs, url, visibility_timeout_s=30)
+        messages = [message for batch in new_messages(receive) for message in batch]
         for message in messages:
             self.sqs.change_message_visibility(
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0

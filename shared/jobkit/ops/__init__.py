@@ -1,7 +1,7 @@
 """Ops tooling: the library behind ``jobkit queues``, ``top``, ``dlq``, ``push`` and ``job``.
 
 Every function takes its AWS clients as arguments and creates none; the CLI
-(:mod:`jobkit.cli_ops`) builds them and renders the results, either as JSON
+(:mod:`jobkit.cli`) builds them and renders the results, either as JSON
 (each result's ``to_json()``) or as rich tables (:mod:`jobkit.ops.views`).
 
 - :mod:`~jobkit.ops.queues`: counts per queue (``showJobs.php --group``)

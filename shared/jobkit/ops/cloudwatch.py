@@ -13,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_cloudwatch.type_defs import MetricDataQueryTypeDef
 
 #: GetMetricData takes at most 500 queries per request.
 MAX_QUERIES = 500
@@ -52,7 +56,7 @@ class MetricValues:
 
 
 def fetch_metrics(
-    cloudwatch: Any, queries: Sequence[MetricQuery], *, start: float, end: float, period_s: int
+    cloudwatch: CloudWatchClient, queries: Sequence[MetricQuery], *, start: float, end: float, period_s: int
 ) -> MetricValues:
     """Fetch statistics with GetMetricData (500 queries per request, paginated).
 
@@ -74,9 +78,14 @@ def fetch_metrics(
 
 
 def _fetch_chunk(
-    cloudwatch: Any, chunk: Sequence[MetricQuery], start: float, end: float, period_s: int, result: MetricValues
+    cloudwatch: CloudWatchClient,
+    chunk: Sequence[MetricQuery],
+    start: float,
+    end: float,
+    period_s: int,
+    result: MetricValues,
 ) -> None:
-    requests = [
+    requests: list[MetricDataQueryTypeDef] = [
         {
             "Id": f"q{n}",
             "MetricStat": {
@@ -92,18 +101,13 @@ def _fetch_chunk(
         }
         for n, q in enumerate(chunk)
     ]
-    kwargs: dict[str, Any] = {
-        "MetricDataQueries": requests,
-        "StartTime": datetime.fromtimestamp(start, UTC),
-        "EndTime": datetime.fromtimestamp(end, UTC),
-        "ScanBy": "TimestampDescending",
-    }
-    while True:
-        response = cloudwatch.get_metric_data(**kwargs)
+    pages = cloudwatch.get_paginator("get_metric_data").paginate(
+        MetricDataQueries=requests,
+        StartTime=datetime.fromtimestamp(start, UTC),
+        EndTime=datetime.fromtimestamp(end, UTC),
+        ScanBy="TimestampDescending",
+    )
+    for response in pages:
         for data in response.get("MetricDataResults", []):
             key = chunk[int(data["Id"][1:])].key
             result.values.setdefault(key, []).extend(float(v) for v in data.get("Values", []))
-        token = response.get("NextToken")
-        if not token:
-            return
-        kwargs["NextToken"] = token

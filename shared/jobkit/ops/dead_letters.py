@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.scan import QueueScan, string_attributes
@@ -28,6 +28,9 @@ from jobkit.ops.verdict import Claimed, Reason, Verdict, check_times, check_type
 from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt, RecordsBackend
 from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, QueueDirectory
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +305,7 @@ class DeadLetterListing:
 
 
 def list_dead_letters(
-    sqs: Any,
+    sqs: SQSClient,
     directory: QueueDirectory,
     scope: Scope,
     *,
@@ -351,7 +354,7 @@ def _round(value: float | None) -> float | None:
 
 
 def find_dead_letters(
-    sqs: Any, directory: QueueDirectory, scope: Scope, id_: str, *, records: RecordsBackend | None, now: float
+    sqs: SQSClient, directory: QueueDirectory, scope: Scope, id_: str, *, records: RecordsBackend | None, now: float
 ) -> DeadLetterListing:
     """Every dead letter of a scope with a job or message ID, with all its records (for ``show``)."""
     return list_dead_letters(

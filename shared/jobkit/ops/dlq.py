@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.ops.dead_letters import DeadLetter, dead_letter
 from jobkit.ops.scan import QueueScan
 from jobkit.ops.scope import Scope
-from jobkit.sqs import QueueDirectory
+from jobkit.sqs import QueueDirectory, delete_in_chunks
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class RemovalReport:
         }
 
 
-def purge(sqs: Any, directory: QueueDirectory, scope: Scope) -> RemovalReport:
+def purge(sqs: SQSClient, directory: QueueDirectory, scope: Scope) -> RemovalReport:
     """Empty a scope's dead letters: the whole DLQ, or one type's messages on a shared one.
 
     ``PurgeQueue`` may take up to 60 seconds to finish on AWS, and a DLQ can
@@ -65,7 +68,7 @@ def purge(sqs: Any, directory: QueueDirectory, scope: Scope) -> RemovalReport:
     return RemovalReport("purge_queue", scope, sum(int(v) for v in attributes.values()))
 
 
-def delete(sqs: Any, directory: QueueDirectory, scope: Scope, ids: Sequence[str] = ()) -> RemovalReport:
+def delete(sqs: SQSClient, directory: QueueDirectory, scope: Scope, ids: Sequence[str] = ()) -> RemovalReport:
     """Delete a scope's dead letters: those with the given job or message IDs, or all
     (see :meth:`DeadLetter.selected`). Reads any body; never asks why a message died."""
     _, dlq_url = scope.urls(directory)
@@ -73,15 +76,9 @@ def delete(sqs: Any, directory: QueueDirectory, scope: Scope, ids: Sequence[str]
     with QueueScan(sqs, dlq_url) as scan:
         for batch in scan.batches():
             doomed = [d for d in map(dead_letter, batch) if d.selected(scope, ids)]
-            for start in range(0, len(doomed), 10):
-                chunk = doomed[start : start + 10]
-                response = sqs.delete_message_batch(
-                    QueueUrl=dlq_url,
-                    Entries=[{"Id": str(n), "ReceiptHandle": d.receipt_handle} for n, d in enumerate(chunk)],
-                )
-                deleted = [chunk[int(ok["Id"])] for ok in response.get("Successful", [])]
-                scan.forget(d.message_id for d in deleted)
-                removed.extend(deleted)
+            for chunk in delete_in_chunks(sqs, dlq_url, doomed, lambda d: d.receipt_handle):
+                scan.forget(d.message_id for d in chunk.done)
+                removed.extend(chunk.done)
     return RemovalReport(
         "delete", scope, len(removed), tuple(d.job_id for d in removed), tuple(d.message_id for d in removed)
     )

@@ -7,15 +7,24 @@ counts, and the summary lists the types of each queue.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.config import Declaration
 from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
 from jobkit.sqs import QueueDirectory
 
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
+
 #: How far back to look for the latest ``ApproximateAgeOfOldestMessage`` (SQS publishes it every minute).
 AGE_WINDOW_S = 300
-_COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed")
+_COUNTS: tuple[QueueAttributeNameType, ...] = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class QueueCounts:
         return self.visible + self.in_flight + self.delayed
 
 
-def queue_counts(sqs: Any, queue_url: str) -> QueueCounts:
+def queue_counts(sqs: SQSClient, queue_url: str) -> QueueCounts:
     attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(_COUNTS))["Attributes"]
     visible, in_flight, delayed = (int(attributes.get(name, 0)) for name in _COUNTS)
     return QueueCounts(visible, in_flight, delayed)
@@ -87,7 +96,7 @@ class QueuesReport:
 
 
 def queue_summaries(
-    sqs: Any, cloudwatch: Any, declaration: Declaration, directory: QueueDirectory, *, now: float
+    sqs: SQSClient, cloudwatch: CloudWatchClient, declaration: Declaration, directory: QueueDirectory, *, now: float
 ) -> QueuesReport:
     """Counts of every declared queue and its DLQ, and the oldest message's age.
 

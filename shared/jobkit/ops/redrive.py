@@ -42,7 +42,7 @@ from jobkit.ops.dead_letters import DeadLetter, dead_letter, judged, list_dead_l
 from jobkit.ops.scan import QueueScan
 from jobkit.ops.scope import Scope
 from jobkit.records import RecordsBackend
-from jobkit.sqs import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, QueueDirectory, message_size, sendable_attributes
+from jobkit.sqs import Outgoing, QueueDirectory, delete_in_chunks, pack_batches, send_batch, sendable_attributes
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +184,11 @@ def _copy(
         for batch in scan.batches():
             chosen = choose.chosen(scope, batch)
             report.matched.extend(chosen)
-            for group in _send_groups(chosen):
-                sent = _send(sqs, queue_url, group, report)
+            copies = [
+                Outgoing(dead, queue_url, dead.body, sendable_attributes(dead.message_attributes)) for dead in chosen
+            ]
+            for group in pack_batches(copies):
+                sent = _send(sqs, group, report)
                 deleted = _delete(sqs, dlq_url, sent, report)
                 scan.forget(deleted)
                 report.moved += len(deleted)
@@ -194,51 +197,26 @@ def _copy(
     return report
 
 
-def _send_groups(chosen: Iterable[DeadLetter]) -> list[list[tuple[DeadLetter, dict[str, Any]]]]:
-    """SendMessageBatch requests: at most 10 entries and 1 MiB each."""
-    groups: list[list[tuple[DeadLetter, dict[str, Any]]]] = []
-    size = 0
-    for dead in chosen:
-        attributes = sendable_attributes(dead.message_attributes)
-        entry_size = message_size(dead.body, attributes)
-        if not groups or len(groups[-1]) == MAX_BATCH_ENTRIES or size + entry_size > MAX_BATCH_BYTES:
-            groups.append([])
-            size = 0
-        groups[-1].append((dead, attributes))
-        size += entry_size
-    return groups
-
-
-def _send(
-    sqs: Any, queue_url: str, group: list[tuple[DeadLetter, dict[str, Any]]], report: RedriveReport
-) -> list[DeadLetter]:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    entries = [
-        {"Id": str(n), "MessageBody": dead.body, "MessageAttributes": attributes}
-        for n, (dead, attributes) in enumerate(group)
-    ]
-    try:
-        response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
-    except (ClientError, BotoCoreError) as exc:  # nothing was sent: everything stays in the DLQ
-        report.not_sent.extend((dead.message_id, str(exc)) for dead, _ in group)
-        return []
-    for failure in response.get("Failed", []):
-        dead = group[int(failure["Id"])][0]
-        report.not_sent.append((dead.message_id, f"{failure.get('Code')}: {failure.get('Message', '')}"))
-    return [group[int(ok["Id"])][0] for ok in response.get("Successful", [])]
+def _send(sqs: Any, group: list[Outgoing[DeadLetter]], report: RedriveReport) -> list[DeadLetter]:
+    """Send copies; one not sent stays in the DLQ."""
+    result = send_batch(sqs, group)
+    for failure in result.failed:
+        error = str(failure.exception) if failure.exception is not None else f"{failure.code}: {failure.error}"
+        report.not_sent.append((failure.outgoing.item.message_id, error))
+    return [copy.item for copy in result.sent]
 
 
 def _delete(sqs: Any, dlq_url: str, sent: list[DeadLetter], report: RedriveReport) -> list[str]:
+    """Delete the dead letters that were sent; one not deleted is in both queues (at least once)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    if not sent:
-        return []
-    entries = [{"Id": str(n), "ReceiptHandle": dead.receipt_handle} for n, dead in enumerate(sent)]
-    try:
-        response = sqs.delete_message_batch(QueueUrl=dlq_url, Entries=entries)
-    except (ClientError, BotoCoreError):  # sent, not deleted: in both queues (at least once)
-        report.not_deleted.extend(dead.message_id for dead in sent)
-        return []
-    report.not_deleted.extend(sent[int(f["Id"])].message_id for f in response.get("Failed", []))
-    return [sent[int(ok["Id"])].message_id for ok in response.get("Successful", [])]
+    deleted: list[str] = []
+    for chunk in delete_in_chunks(
+        sqs, dlq_url, sent, lambda dead: dead.receipt_handle, catching=(ClientError, BotoCoreError)
+    ):
+        if chunk.error is not None:
+            report.not_deleted.extend(dead.message_id for dead in chunk.items)
+            continue
+        report.not_deleted.extend(dead.message_id for dead, _ in chunk.failed)
+        deleted.extend(dead.message_id for dead in chunk.done)
+    return deleted

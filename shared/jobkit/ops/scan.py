@@ -15,6 +15,8 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from jobkit.sqs import new_messages, receive_messages, release_in_chunks
+
 log = logging.getLogger(__name__)
 
 #: How long a scanned message stays hidden if the scan cannot release it.
@@ -74,30 +76,22 @@ class QueueScan:
         ends when a receive brings nothing new and the messages SQS counted
         at the start were all seen, or after a few fruitless receives.
         """
-        expected = self.approximate_count()
-        fruitless = 0
-        while self._limit is None or len(self.seen) < self._limit:
-            wanted = 10 if self._limit is None else min(10, self._limit - len(self.seen))
-            received = self._sqs.receive_message(
-                QueueUrl=self._url,
-                MaxNumberOfMessages=wanted,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["All"],
-                VisibilityTimeout=self._visibility_timeout_s,
-                WaitTimeSeconds=0,
-            ).get("Messages", [])
-            for message in received:
-                # A message seen before came back (its timeout ended): hold its newest handle.
-                self._held[message["MessageId"]] = message["ReceiptHandle"]
-            fresh = [m for m in received if m["MessageId"] not in self.seen]
-            if fresh:
-                fruitless = 0
-                self.seen.update(m["MessageId"] for m in fresh)
-                yield fresh
-                continue
-            fruitless += 1
-            if len(self.seen) >= expected or fruitless >= MAX_FRUITLESS_RECEIVES:
-                return
+        yield from new_messages(
+            self._receive,
+            limit=self._limit,
+            seen=self.seen,
+            expected=self.approximate_count(),
+            max_fruitless=MAX_FRUITLESS_RECEIVES,
+        )
+
+    def _receive(self, wanted: int) -> list[dict[str, Any]]:
+        received = receive_messages(
+            self._sqs, self._url, wanted, visibility_timeout_s=self._visibility_timeout_s, wait_time_s=0
+        )
+        for message in received:
+            # A message seen before came back (its timeout ended): hold its newest handle.
+            self._held[message["MessageId"]] = message["ReceiptHandle"]
+        return received
 
     def forget(self, message_ids: Iterable[str]) -> None:
         """Stop holding messages (they were deleted)."""
@@ -107,22 +101,18 @@ class QueueScan:
     def release(self, message_ids: Iterable[str] | None = None) -> None:
         """Make held messages (default: all) visible again."""
         ids = list(self._held) if message_ids is None else [i for i in message_ids if i in self._held]
-        for start in range(0, len(ids), 10):
-            chunk = ids[start : start + 10]
-            entries = [
-                {"Id": str(n), "ReceiptHandle": self._held[i], "VisibilityTimeout": 0} for n, i in enumerate(chunk)
-            ]
-            try:
-                response = self._sqs.change_message_visibility_batch(QueueUrl=self._url, Entries=entries)
-            except Exception:
+        for chunk in release_in_chunks(self._sqs, self._url, ids, self._held.__getitem__, catching=(Exception,)):
+            if chunk.error is not None:
                 # They become visible anyway when the short timeout ends.
                 log.warning(
-                    "could not release %d message(s); they return within %ss", len(chunk), self._visibility_timeout_s
+                    "could not release %d message(s); they return within %ss",
+                    len(chunk.items),
+                    self._visibility_timeout_s,
                 )
                 continue
-            for failure in response.get("Failed", []):
-                log.debug("release failed for %s: %s", chunk[int(failure["Id"])], failure.get("Message"))
-            self.forget(chunk)
+            for message_id, error in chunk.failed:
+                log.debug("release failed for %s: %s", message_id, error)
+            self.forget(chunk.items)
 
 
 def string_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:

@@ -22,7 +22,7 @@ requests (CloudWatch bills GetMetricData per metric: 2 per queue and 8 per type)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.config import Declaration
 from jobkit.metrics import DIMENSION
@@ -30,6 +30,10 @@ from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
 from jobkit.ops.queues import queue_summaries
 from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_sqs import SQSClient
 
 DEFAULT_WINDOW_S = 300
 #: The EMF counts of outcomes that end a job, each job once (Poisoned is inside DeadLettered).
@@ -102,8 +106,8 @@ class TopSnapshot:
 
 
 def top_snapshot(
-    sqs: Any,
-    cloudwatch: Any,
+    sqs: SQSClient,
+    cloudwatch: CloudWatchClient,
     declaration: Declaration,
     directory: QueueDirectory,
     *,

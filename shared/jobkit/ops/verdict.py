@@ -27,9 +27,8 @@ from typing import Any
 
 from jobkit.errors import SpecError, UnknownJobType
 from jobkit.ops.bodies import safe_text
-from jobkit.records import FailureRecord, FinalAttempt, JobRuns
+from jobkit.records import TIMED_OUT, FailureRecord, FinalAttempt, JobRuns
 from jobkit.spec import JobSpecification
-from jobkit.watchdog import TIMED_OUT
 
 
 class Reason(StrEnum):

@@ -28,13 +28,12 @@ from typing import Any
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, declaration_from_environment
 from jobkit.errors import JobFailed
-from jobkit.job import Job
 from jobkit.local.lambda_context import FakeLambdaContext
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.push import JobQueueGroup
 from jobkit.records import FailureRecord
-from jobkit.registry import JobRegistry
 from jobkit.spec import JobSpecification
+from jobkit.sqs import receive_messages
 
 __all__ = ["FakeLambdaContext", "JobkitStack", "Outcome", "sqs_event"]
 
@@ -71,13 +70,7 @@ class JobkitStack:
 
         self.declaration = declaration or declaration_from_environment()
         self.clock = VirtualClock(start, flowing=not frozen)
-        self._errors: dict[str, BaseException] = {}
-        self.stack = LocalStack(
-            self.declaration,
-            clock=self.clock,
-            seed=seed,
-            registry=_RecordingRegistry(self.declaration, self._errors),
-        )
+        self.stack = LocalStack(self.declaration, clock=self.clock, seed=seed)
 
     def __enter__(self) -> JobkitStack:
         self.stack.start()
@@ -165,14 +158,7 @@ class JobkitStack:
         receive counts toward the queue's maxReceiveCount), without running them:
         hand them to :meth:`deliver`, twice for a duplicate delivery, or drop them
         for an invocation that died before it reported."""
-        response = self.sqs.receive_message(
-            QueueUrl=self.queue_url(job_type),
-            MaxNumberOfMessages=min(10, max_messages),
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        )
-        messages: list[dict[str, Any]] = response.get("Messages", [])
-        return messages
+        return receive_messages(self.sqs, self.queue_url(job_type), max_messages)
 
     def deliver(self, job_type: str, messages: list[dict[str, Any]]) -> list[RecordResult]:
         """Hand already-received messages to the type's runner, as the event source
@@ -187,7 +173,7 @@ class JobkitStack:
         if not failed:
             return
         first = failed[0]
-        error = self._errors.get(first.job_id or "") or JobFailed(first.error or "the job failed")
+        error = first.exception or JobFailed(first.error or "the job failed")
         error.add_note(
             f"jobkit: {first.job_type} {first.job_id or first.message_id} was dead-lettered after attempt "
             f"{first.attempt}" + (f"; {len(failed) - 1} more job(s) failed too" if len(failed) > 1 else "")
@@ -263,34 +249,3 @@ def sqs_event(
         }
         records.append(lambda_record(message, queue_arn, region))
     return {"Records": records}
-
-
-class _RecordingRegistry(JobRegistry):
-    """Resolves job classes as the declaration says, wrapped so that the exception
-    a job raises is kept (by job ID) for :meth:`JobkitStack.drain` to re-raise."""
-
-    def __init__(self, declaration: Declaration, errors: dict[str, BaseException]) -> None:
-        super().__init__(declaration)
-        self._errors_by_job = errors
-        self._wrapped: dict[type[Job], type[Job]] = {}
-
-    def resolve(self, job_type: str) -> type[Job]:
-        cls = super().resolve(job_type)
-        wrapped = self._wrapped.get(cls)
-        if wrapped is None:
-            wrapped = self._wrap(cls)
-            self._wrapped[cls] = wrapped
-        return wrapped
-
-    def _wrap(self, cls: type[Job]) -> type[Job]:
-        errors = self._errors_by_job
-
-        def run(job: Job) -> bool | None:
-            try:
-                return cls.run(job)
-            except Exception as exc:
-                errors[job.id] = exc
-                raise
-
-        namespace = {"run": run, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
-        return type(cls.__name__, (cls,), namespace)

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobkit.dedup import DedupStore
-from jobkit.delivery import Delivery
 from jobkit.errors import JobFailed
-from jobkit.records import FinalAttempt
+from jobkit.records import TIMED_OUT, FinalAttempt
+from jobkit.runner.delivery import Delivery
 from jobkit.sqs import DEFERRED_ATTRIBUTE
-from jobkit.watchdog import TIMED_OUT
 
 log = logging.getLogger(__name__)
 

@@ -26,12 +26,12 @@ from jobkit.backoff import retry_delay_s
 from jobkit.clock import Clock
 from jobkit.config import QueueConfig
 from jobkit.dedup import DedupStore
-from jobkit.delivery import Delivery, QueuePort, message_id_of, receive_count, string_attribute_of
 from jobkit.error_text import describe, error_message, traceback_tail
 from jobkit.errors import NonRetryableError
 from jobkit.job import Job
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.records import FailureRecord
+from jobkit.runner.delivery import Delivery, QueuePort, message_id_of, receive_count, string_attribute_of
 from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, DeadLetterReason
 
@@ -81,12 +81,11 @@ class Failures:
             describe(error, message),
             extra={**delivery.keys, "attempt": delivery.attempt, "traceback": traceback_tail(error, message)},
         )
-        delivery.status.failed(self._clock.now(), describe(error, message), will_retry=True)
         try:
             self._queues.change_visibility(delivery.record["receiptHandle"], delay)
         except Exception:  # the queue's own visibility timeout applies instead
             log.warning("could not set the retry backoff", exc_info=True, extra=delivery.keys)
-        return delivery.result(Outcome.RETRIED, error=describe(error, message), **fields)
+        return delivery.result(Outcome.RETRIED, error=describe(error, message), exception=error, **fields)
 
     def dead_letter(
         self, delivery: Delivery, kind: str, error: BaseException, message: str, fields: dict[str, Any]
@@ -106,9 +105,8 @@ class Failures:
         )
         reason = DeadLetterReason(kind, type(error).__name__, message, delivery.attempt)
         dead = self._copy_to_dlq(delivery.record, reason, delivery.keys)
-        delivery.status.failed(self._clock.now(), describe(error, message), will_retry=not dead)
         outcome = Outcome.DEAD_LETTERED if dead else Outcome.RETRIED
-        return delivery.result(outcome, error=describe(error, message), **fields)
+        return delivery.result(outcome, error=describe(error, message), exception=error, **fields)
 
     def poison(self, record: Mapping[str, Any], error: Exception, spec: JobSpecification | None = None) -> RecordResult:
         """A message that cannot run: to the DLQ with the reason, alone."""
@@ -131,7 +129,8 @@ class Failures:
             self._store.record_failure(replace(failure, dead_letter_reason="poison"))
         reason = DeadLetterReason("poison", type(error).__name__, str(error), received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
-        return RecordResult(message_id, job_type, outcome, attempt=received, error=describe(error, str(error)))
+        text = describe(error, str(error))
+        return RecordResult(message_id, job_type, outcome, attempt=received, error=text, exception=error)
 
     def internal_error(self, record: Any, error: Exception) -> RecordResult:
         """A bug in jobkit, or a record no event source mapping would make:
@@ -143,8 +142,8 @@ class Failures:
         if received >= self._queue.max_receive_count and isinstance(record, Mapping):
             reason = DeadLetterReason("internal_error", type(error).__name__, str(error), received)
             if self._copy_to_dlq(record, reason, {"message_id": message_id}):
-                return RecordResult(message_id, UNKNOWN_TYPE, Outcome.DEAD_LETTERED, error=text)
-        return RecordResult(message_id, UNKNOWN_TYPE, Outcome.RETRIED, error=text)
+                return RecordResult(message_id, UNKNOWN_TYPE, Outcome.DEAD_LETTERED, error=text, exception=error)
+        return RecordResult(message_id, UNKNOWN_TYPE, Outcome.RETRIED, error=text, exception=error)
 
     def _record(self, delivery: Delivery, error: BaseException, message: str, reason: str | None) -> bool:
         if self._store is None:

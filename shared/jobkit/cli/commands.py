@@ -1,4 +1,7 @@
-"""The ``jobkit`` command line: a thin shell over jobkit's library functions."""
+"""The ``jobkit`` group and its development commands: ``demo``, ``template`` and ``local up``.
+
+The ops commands (:mod:`jobkit.cli.ops`) are added to the group here too.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from jobkit.cli.ops import register_ops_commands
+from jobkit.cli.options import config_option
 from jobkit.config import load_declaration
 from jobkit.errors import JobKitError
 
@@ -16,21 +21,6 @@ from jobkit.errors import JobKitError
 @click.version_option(package_name="jobkit")
 def main() -> None:
     """jobkit: a serverless job queue on SQS, Lambda and DynamoDB."""
-
-
-def _register_ops_commands() -> None:
-    from jobkit.cli_ops import register_ops_commands
-
-    register_ops_commands(main)
-
-
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The job declaration (default: $JOBKIT_CONFIG, else infra/jobs.toml).",
-)
 
 
 @main.command()
@@ -130,7 +120,4 @@ def local_up(config_path: Path | None, host: str, port: int) -> None:
     serve(declaration, host=host, port=port, emit=emit)
 
 
-_register_ops_commands()
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+register_ops_commands(main)

@@ -1,7 +1,7 @@
 """One delivery of a job to the runner, and the ports the runner acts through.
 
 A :class:`Delivery` is a parsed record: the SQS record, the spec, the declared
-type, and which attempt this is. The ports are what the runner needs from SQS
+type, and which attempt this is; the runner's stages add what they learn. The ports are what the runner needs from SQS
 (:class:`jobkit.sqs.SqsQueues`), from CloudWatch (:class:`jobkit.metrics.EmfMetrics`)
 and from Lambda (its context object); the runner never imports boto3.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.config import JobType
 from jobkit.errors import SpecError
@@ -20,6 +20,9 @@ from jobkit.record_keys import JobRef
 from jobkit.spec import JobSpecification
 from jobkit.sqs import ENQUEUED_AT_ATTRIBUTE, MAX_JOB_BYTES, DeadLetterReason, message_size, sendable_attributes
 from jobkit.status import NO_STATUS, StatusTracker
+
+if TYPE_CHECKING:
+    from jobkit.job import Job
 
 
 class QueuePort(Protocol):
@@ -44,16 +47,38 @@ class LambdaContext(Protocol):
     def get_remaining_time_in_millis(self) -> int: ...
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Delivery:
-    """One delivery of a parsed job: the record, the spec and what we know of it."""
+    """One delivery of a parsed job: the record, the spec and what we know of it.
+
+    Attributes:
+        attempt: which attempt this is (a stage may correct it).
+        context: the Lambda context of the invocation, if any.
+        status: the job's status tracker (the status stage attaches one).
+        job: the job instance, once the stage that builds it has.
+    """
 
     record: Mapping[str, Any]
     spec: JobSpecification
     job_type: JobType
     attempt: int
     receive_count: int
+    context: LambdaContext | None = None
     status: StatusTracker = field(default=NO_STATUS)
+    job: Job | None = None
+    _notes: dict[object, Any] = field(default_factory=dict, repr=False)
+
+    def note(self, owner: object, value: Any) -> None:
+        """Keep what a stage (``owner``) learned about this delivery."""
+        self._notes[owner] = value
+
+    def noted(self, owner: object) -> Any:
+        """What ``owner`` noted about this delivery, or None."""
+        return self._notes.get(owner)
+
+    def remaining_s(self, default: float) -> float:
+        """Seconds left before the Lambda's deadline (``default`` outside Lambda)."""
+        return self.context.get_remaining_time_in_millis() / 1000 if self.context is not None else default
 
     @property
     def ref(self) -> JobRef:

@@ -15,12 +15,11 @@ import logging
 from collections.abc import Callable
 
 from jobkit.clock import Alarm, Clock
-from jobkit.records import FailureRecord
+from jobkit.records import TIMED_OUT, FailureRecord
+from jobkit.runner.delivery import Delivery
+from jobkit.runner.stage import Run, Stage
 
 log = logging.getLogger(__name__)
-
-#: The error class of a watchdog's failure record.
-TIMED_OUT = "JobTimedOut"
 
 
 def margin_s(timeout_s: float) -> float:
@@ -72,3 +71,33 @@ class DeadlineWatchdog:
             on_fire(now, f"{TIMED_OUT}: {message}")
 
         return self._clock.call_at(deadline - margin, fire)
+
+
+class Watchdog(Stage):
+    """The watchdog as a stage: armed when a job starts inside Lambda, disarmed when it ends.
+
+    Args:
+        watchdog: the alarms.
+        timeout_s: the function's timeout (the queue's).
+    """
+
+    def __init__(self, watchdog: DeadlineWatchdog, timeout_s: float) -> None:
+        self._watchdog = watchdog
+        self._timeout_s = timeout_s
+
+    def start(self, delivery: Delivery, run: Run) -> None:
+        if delivery.context is None:
+            return
+        spec = delivery.spec
+
+        def failure(at: float, message: str) -> FailureRecord:
+            return FailureRecord(spec.id, spec.type, spec.domain, delivery.attempt, at, TIMED_OUT, message, "")
+
+        alarm = self._watchdog.watch(
+            failure,
+            deadline=run.started_at + delivery.remaining_s(self._timeout_s),
+            timeout_s=self._timeout_s,
+            on_fire=lambda at, error: delivery.status.timed_out(at, error),
+            keys=delivery.keys,
+        )
+        run.when_done(alarm.cancel)

@@ -1,0 +1,103 @@
+"""Where an ops command looks, and the objects it uses.
+
+Everything is built on first use by the composition root that apps and
+runners use too (:mod:`jobkit.wiring`): the CLI creates no client of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobkit.clock import Clock, SystemClock
+from jobkit.config import Declaration, declaration_from_environment, load_declaration
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_sqs import SQSClient
+
+    from jobkit.push import JobQueueGroup
+    from jobkit.records import RecordsBackend
+    from jobkit.sqs import QueueDirectory
+    from jobkit.wiring import AwsClients, Wiring
+
+
+@dataclass
+class CliConfig:
+    """Where the commands look, and the objects they use, built on first use
+    by the same composition root as apps and runners (:mod:`jobkit.wiring`).
+
+    Tests (and embedders) may pass one as click's ``obj`` to set the clock;
+    command-line options override its other fields (:meth:`overridden`).
+    """
+
+    config_path: Path | None = None
+    prefix: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    _clients: AwsClients | None = field(default=None, repr=False)
+    _wiring: Wiring | None = field(default=None, repr=False)
+
+    def overridden(
+        self, *, config_path: Path | None, prefix: str | None, endpoint_url: str | None, region: str | None
+    ) -> CliConfig:
+        """A config with the options given on the command line, this one's
+        where an option was not given, and nothing built yet."""
+        return CliConfig(
+            config_path=config_path or self.config_path,
+            prefix=prefix or self.prefix,
+            endpoint_url=endpoint_url or self.endpoint_url,
+            region=region or self.region,
+            clock=self.clock,
+        )
+
+    @property
+    def declaration(self) -> Declaration:
+        return self.wiring.declaration
+
+    @property
+    def clients(self) -> AwsClients:
+        if self._clients is None:
+            from jobkit.wiring import AwsClients
+
+            self._clients = AwsClients(region=self.region, endpoint_url=self.endpoint_url)
+        return self._clients
+
+    @property
+    def wiring(self) -> Wiring:
+        if self._wiring is None:
+            from jobkit.wiring import Wiring
+
+            declaration = load_declaration(self.config_path) if self.config_path else declaration_from_environment()
+            declaration = declaration.with_prefix(self.prefix) if self.prefix else declaration
+            self._wiring = Wiring(declaration, clients=self.clients, clock=self.clock)
+        return self._wiring
+
+    @property
+    def sqs(self) -> SQSClient:
+        """The SQS client, one per config."""
+        client: SQSClient = self.clients.client("sqs")
+        return client
+
+    @property
+    def cloudwatch(self) -> CloudWatchClient:
+        """The CloudWatch client, one per config."""
+        client: CloudWatchClient = self.clients.client("cloudwatch")
+        return client
+
+    @property
+    def directory(self) -> QueueDirectory:
+        return self.wiring.directory
+
+    @property
+    def records(self) -> RecordsBackend:
+        """The jobs table: failure and status records."""
+        return self.wiring.records
+
+    def queue_group(self) -> JobQueueGroup:
+        return self.wiring.group()
+
+    def now(self) -> float:
+        return self.clock.now()

@@ -1,0 +1,49 @@
+"""``jobkit push`` and ``jobkit job``: one job, pushed by hand or looked up."""
+
+from __future__ import annotations
+
+import click
+
+from jobkit.cli.config import CliConfig
+from jobkit.cli.options import ops_command
+from jobkit.cli.output import Output
+
+
+@click.command()
+@click.argument("job_type", metavar="TYPE")
+@click.option("--params", default="{}", show_default=True, help="The job's params, a JSON object.")
+@click.option("--domain", default=None, help="The domain (tenant) the job belongs to.")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, help="Run no earlier than this many seconds.")
+@ops_command
+def push(
+    config: CliConfig, output: Output, job_type: str, params: str, domain: str | None, delay: float | None
+) -> None:
+    """Enqueue one job by hand, through the push SDK."""
+    from rich.text import Text
+
+    from jobkit.ops import push_job
+
+    job_id = push_job(config.queue_group(), job_type, params, domain=domain, delay_s=delay)
+    output.show({"job_id": job_id, "type": job_type, "domain": domain}, lambda: Text(f"pushed {job_type} {job_id}"))
+
+
+@click.command()
+@click.argument("job_id", metavar="ID")
+@click.option("--type", "job_type", default=None, help="Only this job type (default: every declared type).")
+@click.option("--domain", default=None, help="Only this domain (default: every domain).")
+@click.option("--no-domain", is_flag=True, help="Only the job without a domain.")
+@ops_command
+def job(
+    config: CliConfig, output: Output, job_id: str, job_type: str | None, domain: str | None, no_domain: bool
+) -> None:
+    """A job's status (types with track_status), failure records and final attempt.
+    An ID used in several types or domains is several jobs: each is shown."""
+    from jobkit.ops import ANY_DOMAIN, job_report, views
+
+    if domain is not None and no_domain:
+        raise click.UsageError("give --domain or --no-domain, not both")
+    wanted = None if no_domain else (domain if domain is not None else ANY_DOMAIN)
+    report = job_report(config.records, config.declaration, job_id, job_type=job_type, domain=wanted)
+    if not report.found:
+        raise click.ClickException(report.not_found(job_type, wanted))
+    output.show(report.to_json(), lambda: views.job_view(report))

@@ -1,0 +1,213 @@
+"""The runner's loop: an SQS event in, one result per record out.
+
+Per record, the runner parses the spec, checks that its queue serves the type
+and resolves the class from the declaration; a message that fails any of this
+is *poison*: it goes to the DLQ with the reason, alone. Otherwise it becomes a
+:class:`Delivery`, and the stages (:mod:`jobkit.runner.stages`) admit it, see
+it start and finish, and settle it. A job that failed is retried after a
+backoff or dead-lettered with the reason (:mod:`jobkit.runner.failures`).
+
+Nothing here can crash a batch: every record ends with a result. This package
+talks to AWS only through injected ports and never imports boto3.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobkit.clock import Clock, SystemClock
+from jobkit.config import Declaration, JobType
+from jobkit.dedup import DedupStore
+from jobkit.errors import JobClassError, JobFailed, SpecError, UnknownJobType
+from jobkit.outcome import Outcome, RecordResult
+from jobkit.registry import JobRegistry
+from jobkit.runner.attempts import Attempts
+from jobkit.runner.delivery import (
+    Delivery,
+    LambdaContext,
+    MetricsPort,
+    QueuePort,
+    check_size,
+    enqueued_at,
+    message_id_of,
+    receive_count,
+)
+from jobkit.runner.failures import Failures, is_permanent
+from jobkit.runner.stage import Run, Stage
+from jobkit.runner.stages import StageKit, standard_stages
+from jobkit.spec import JobSpecification
+
+if TYPE_CHECKING:
+    from jobkit.job import QueueGroup
+
+log = logging.getLogger(__name__)
+
+
+class Runner:
+    """Runs the jobs of SQS batches from one queue.
+
+    Args:
+        declaration: the job types this runner knows: its queue's, and those its jobs push.
+        queue: the declared queue it serves; a message of any other type is poison.
+        queues: SQS operations (backoff, dead-lettering, re-enqueueing).
+        dedup: the dedup store; without one, jobs run without de-duplication
+            and no records are written.
+        group_factory: makes the push SDK that jobs use to push more jobs, per domain.
+        metrics: receives one :class:`RecordResult` per record; flushed per batch.
+        clock: the time source (tests and the local stack move it).
+        registry: resolves job classes (default: from the declaration).
+        rng: randomness for backoff jitter.
+        stages: the stages (default: :func:`jobkit.runner.stages.standard_stages`).
+    """
+
+    def __init__(
+        self,
+        declaration: Declaration,
+        *,
+        queue: str,
+        queues: QueuePort,
+        dedup: DedupStore | None = None,
+        group_factory: Callable[[str | None], QueueGroup] | None = None,
+        metrics: MetricsPort | None = None,
+        clock: Clock | None = None,
+        registry: JobRegistry | None = None,
+        rng: random.Random | None = None,
+        stages: Sequence[Stage] | None = None,
+    ) -> None:
+        self.declaration = declaration
+        self.queue = declaration.queues[queue]
+        self._clock = clock or SystemClock()
+        self._registry = registry or JobRegistry(declaration)
+        self._attempts = Attempts(dedup)
+        self._failures = Failures(self.queue, queues, dedup, self._clock, rng or random.Random())
+        kit = StageKit(self.queue, queues, self._clock, self._registry.resolve, dedup, metrics, group_factory)
+        self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
+
+    @property
+    def _rng(self) -> random.Random:
+        """Backoff jitter (tests reseed it)."""
+        return self._failures.rng
+
+    def handle(self, event: Mapping[str, Any], context: LambdaContext | None = None) -> dict[str, Any]:
+        """The Lambda handler body: returns ``{"batchItemFailures": [...]}``."""
+        results = self.process(event, context)
+        return {"batchItemFailures": [{"itemIdentifier": r.message_id} for r in results if r.report_failure]}
+
+    def process(self, event: Mapping[str, Any], context: LambdaContext | None = None) -> list[RecordResult]:
+        """Handle every record of an SQS event and return what happened to each."""
+        records = event.get("Records") if isinstance(event, Mapping) else None
+        for stage in self.stages:
+            self._call(stage.begin_batch)
+        results = [self._handle_safely(record, context) for record in (records if isinstance(records, list) else [])]
+        for stage in self.stages:
+            self._call(stage.end_batch)
+        return results
+
+    # -- one record ------------------------------------------------------------------
+
+    def _handle_safely(self, record: Any, context: LambdaContext | None) -> RecordResult:
+        delivery: Delivery | None = None
+        try:
+            if not isinstance(record, Mapping):
+                raise TypeError(f"an SQS event record is an object, got {type(record).__name__}")
+            taken = self._take(record, context)
+            if isinstance(taken, RecordResult):
+                result = taken
+            else:
+                delivery = taken
+                result = self._admit_and_run(delivery)
+        except Exception as exc:  # a bug in jobkit itself, or a hand-made record: never crash the batch
+            log.exception("internal error handling message %s", message_id_of(record))
+            result = self._failures.internal_error(record, exc)
+        for stage in reversed(self.stages):
+            self._call(stage.settle, delivery, result)
+        return result
+
+    def _take(self, record: Mapping[str, Any], context: LambdaContext | None) -> Delivery | RecordResult:
+        """The record as a delivery of a job this runner serves, or poison."""
+        try:
+            check_size(record)
+            spec = JobSpecification.from_message(record["body"])
+            spec.check_times(self._clock.now())
+            job_type = self._served_type(spec.type)
+        except SpecError as exc:
+            return self._failures.poison(record, exc)
+        try:
+            self._registry.resolve(spec.type)
+        except JobClassError as exc:
+            return self._failures.poison(record, exc, spec)
+        received = receive_count(record)
+        spec = spec.replace(enqueued_at=enqueued_at(record, spec))
+        attempt = self._attempts.before(record, spec.type) + received
+        return Delivery(record, spec, job_type, attempt, received, context=context)
+
+    def _served_type(self, name: str) -> JobType:
+        if name not in self.queue.types:
+            served = f"queue {self.queue.name!r} serves {', '.join(self.queue.types)}"
+            if name in self.declaration.types:  # a type this runner's jobs push
+                other = self.declaration.types[name].queue
+                problem = f"it is a type of queue {other!r}, not of this runner's ({served})"
+            else:
+                problem = f"not a type of this runner's queue ({served})"
+            raise UnknownJobType(name, problem)
+        return self.declaration.types[name]
+
+    def _admit_and_run(self, delivery: Delivery) -> RecordResult:
+        for stage in self.stages:
+            result = stage.admit(delivery)
+            if result is not None:
+                return result
+        return self._run(delivery)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _run(self, delivery: Delivery) -> RecordResult:
+        spec, job = delivery.spec, delivery.job
+        assert job is not None, "a stage builds the job before it runs"
+        run = Run(started_at=self._clock.now())
+        for stage in self.stages:
+            stage.start(delivery, run)
+        log.info("running %s %s, attempt %d", spec.type, spec.id, delivery.attempt, extra=delivery.keys)
+        log.debug("job params", extra={**delivery.keys, "params": spec.params})
+        try:
+            run.succeeded = job.run() is not False
+        except Exception as exc:
+            run.error = exc
+        finally:
+            try:
+                job.tear_down(run.succeeded)
+            except Exception:
+                log.exception("tear_down failed; the attempt's outcome stands", extra=delivery.keys)
+            run.done()
+        run.finished_at = self._clock.now()
+        for stage in reversed(self.stages):
+            stage.finish(delivery, run)
+        fields = {
+            "started_at": run.started_at,
+            "pickup_delay_ms": max(0.0, run.started_at - (spec.ready_at or run.started_at)) * 1000,
+            "root_job_age_ms": (
+                max(0.0, run.started_at - spec.root_job_timestamp) * 1000
+                if spec.root_job_timestamp is not None
+                else None
+            ),
+            "run_time_ms": (run.finished_at - run.started_at) * 1000,
+            "dedup_unavailable": run.dedup_unavailable,
+        }
+        if run.succeeded:
+            log.info(
+                "%s %s succeeded", spec.type, spec.id, extra={**delivery.keys, "run_time_ms": fields["run_time_ms"]}
+            )
+            return delivery.result(Outcome.SUCCEEDED, **fields)
+        error = run.error or JobFailed(f"{type(job).__name__}.run() returned False")
+        return self._failures.fail(delivery, error, job, permanent=is_permanent(job, error), fields=fields)
+
+    @staticmethod
+    def _call(hook: Callable[..., None], *args: Any) -> None:
+        """A stage's settle or end of batch: what it fails to do never fails the batch."""
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))

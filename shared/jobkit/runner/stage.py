@@ -1,0 +1,79 @@
+"""A stage of the runner: one concern of handling a delivery, in one class.
+
+At the start of each SQS batch the runner calls ``begin_batch()``. Then it
+turns each record into a :class:`~jobkit.runner.delivery.Delivery`
+(or poison), then calls each stage's hooks in the order the stages are
+wired (:func:`jobkit.runner.stages.standard_stages`):
+
+1. ``admit(delivery)``, in stage order, before the job runs. A stage that
+   returns a result ends the record there (a delay hop, a duplicate, a
+   deferral, a dead letter); the stages after it are not admitted.
+2. ``start(delivery, run)``, in stage order, when every stage admitted the job
+   and it is about to run.
+3. ``finish(delivery, run)``, in reverse order, when ``run()`` returned or
+   raised an ``Exception`` (``run.error`` holds it), before the runner decides
+   the outcome (retry or dead letter). What must happen however the run
+   ends, a stage registers at start with :meth:`Run.when_done`.
+4. ``settle(delivery, result)``, in reverse order, for every record, whatever
+   ended it; ``delivery`` is ``None`` for a message that never became one
+   (poison, or a bug in jobkit). The result carries the exception.
+5. ``end_batch()``, once per SQS batch.
+
+Every hook is optional. Stages keep what they learn about one delivery on the
+delivery itself (:meth:`Delivery.note`), never on ``self``: one runner handles
+one record at a time, but a stage must not rely on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobkit.outcome import RecordResult
+    from jobkit.runner.delivery import Delivery
+
+
+@dataclass
+class Run:
+    """One attempt's run of a job, as the stages see it."""
+
+    started_at: float
+    finished_at: float | None = None
+    succeeded: bool = False
+    error: BaseException | None = None  # what run() raised
+    dedup_unavailable: bool = False  # a stage could not settle its records (fail-open)
+    _when_done: list[Callable[[], object]] = field(default_factory=list, repr=False)
+
+    def when_done(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` as soon as ``run()`` ends, however it ends, even by
+        an exception that kills the invocation (which ``finish`` never sees)."""
+        self._when_done.append(callback)
+
+    def done(self) -> None:
+        while self._when_done:
+            self._when_done.pop()()
+
+
+class Stage:
+    """Base class of the runner's stages: every hook does nothing."""
+
+    def begin_batch(self) -> None:
+        """An SQS batch begins (the last one may have died mid-way)."""
+
+    def admit(self, delivery: Delivery) -> RecordResult | None:
+        """Before the job runs: ``None`` to let it go on, or the record's result."""
+        return None
+
+    def start(self, delivery: Delivery, run: Run) -> None:
+        """The job is about to run."""
+
+    def finish(self, delivery: Delivery, run: Run) -> None:
+        """The job's ``run()`` returned or raised."""
+
+    def settle(self, delivery: Delivery | None, result: RecordResult) -> None:
+        """The record ended with ``result``."""
+
+    def end_batch(self) -> None:
+        """The SQS batch is done."""

@@ -1,0 +1,73 @@
+"""The runner's stages, and the order they are wired in.
+
+Adding a behaviour to the runner is one new module here and one line in
+:func:`standard_stages`. See :mod:`jobkit.runner.stage` for the hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jobkit.clock import Clock
+from jobkit.config import QueueConfig
+from jobkit.dedup import DedupStore
+from jobkit.job import Job
+from jobkit.runner.attempts import Attempts
+from jobkit.runner.delivery import MetricsPort, QueuePort
+from jobkit.runner.failures import Failures
+from jobkit.runner.requeue import Requeue
+from jobkit.runner.stage import Stage
+from jobkit.runner.stages.dedup import Dedup
+from jobkit.runner.stages.final_attempt import FinalAttempt
+from jobkit.runner.stages.job_instance import JobInstance
+from jobkit.runner.stages.last_attempt import PastLastAttempt
+from jobkit.runner.stages.metrics import Metrics
+from jobkit.runner.stages.release import DelayHop
+from jobkit.runner.stages.status import Status
+from jobkit.runner.stages.watchdog import DeadlineWatchdog, Watchdog
+
+if TYPE_CHECKING:
+    from jobkit.job import QueueGroup
+
+
+@dataclass(frozen=True)
+class StageKit:
+    """What the stages are built from: the runner's collaborators."""
+
+    queue: QueueConfig
+    queues: QueuePort
+    clock: Clock
+    resolve: Callable[[str], type[Job]]
+    dedup: DedupStore | None = None
+    metrics: MetricsPort | None = None
+    group_factory: Callable[[str | None], QueueGroup] | None = None
+
+
+def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
+    """The stages of a runner, in the order they admit a job (and the reverse
+    of the order they settle it)."""
+    requeue = Requeue(kit.queues, kit.dedup)
+    attempts = Attempts(kit.dedup)
+    stages: list[Stage] = []
+    if kit.metrics is not None:
+        stages.append(Metrics(kit.metrics))  # first to admit, so the last to settle: it sees the final result
+    stages += [
+        DelayHop(kit.clock, requeue),
+        PastLastAttempt(attempts, failures),
+        Status(kit.dedup.backend if kit.dedup else None, kit.clock),
+        JobInstance(kit.resolve, failures, kit.group_factory),
+    ]
+    if kit.dedup is not None:
+        stages.append(Dedup(kit.dedup, kit.clock, requeue, failures))
+    record_failure = kit.dedup.record_failure if kit.dedup is not None else _no_record
+    stages += [
+        FinalAttempt(attempts),
+        Watchdog(DeadlineWatchdog(kit.clock, record_failure), kit.queue.timeout_s),
+    ]
+    return stages
+
+
+def _no_record(_: object) -> None:
+    """Without a records store, the watchdog only logs."""

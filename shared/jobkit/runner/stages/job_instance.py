@@ -1,0 +1,50 @@
+"""Builds the job: the class the declaration names, with the attempt's context
+(its attempt number, status tracker, remaining time, and a push SDK bound to its
+domain that derives the IDs of the jobs it pushes). A constructor that raises
+is a failed attempt."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from jobkit.errors import NonRetryableError
+from jobkit.job import Job, JobContext
+from jobkit.outcome import RecordResult
+from jobkit.runner.delivery import Delivery
+from jobkit.runner.failures import Failures
+from jobkit.runner.stage import Stage
+
+if TYPE_CHECKING:
+    from jobkit.job import QueueGroup
+
+
+class JobInstance(Stage):
+    def __init__(
+        self,
+        resolve: Callable[[str], type[Job]],
+        failures: Failures,
+        group_factory: Callable[[str | None], QueueGroup] | None,
+    ) -> None:
+        self._resolve = resolve
+        self._failures = failures
+        self._group_factory = group_factory
+
+    def admit(self, delivery: Delivery) -> RecordResult | None:
+        job_class = self._resolve(delivery.spec.type)  # resolved before the stages: it cannot fail here
+        try:
+            delivery.job = job_class(delivery.spec, self._context(delivery))
+        except Exception as exc:  # the job's own constructor failed: a failed attempt
+            return self._failures.fail(delivery, exc, None, permanent=isinstance(exc, NonRetryableError), fields={})
+        return None
+
+    def _context(self, delivery: Delivery) -> JobContext:
+        factory, spec = self._group_factory, delivery.spec
+        context = JobContext(attempt=delivery.attempt, job_type=delivery.job_type, status=delivery.status)
+        if delivery.context is not None:
+            context.remaining_ms = delivery.context.get_remaining_time_in_millis
+        if factory is not None:
+            # One group per attempt: it derives the IDs of the jobs this attempt pushes.
+            context._queue_group = functools.cache(lambda: factory(spec.domain).for_job(spec))
+        return context

@@ -1,0 +1,27 @@
+"""The delay hop: a job whose release time is still ahead goes back to the
+queue with a new delay (at most SQS's 15 minutes), as the same body. A hop is
+not an attempt."""
+
+from __future__ import annotations
+
+from jobkit.clock import Clock
+from jobkit.outcome import Outcome, RecordResult
+from jobkit.runner.delivery import Delivery
+from jobkit.runner.requeue import Requeue
+from jobkit.runner.stage import Stage
+from jobkit.sqs import delay_seconds
+
+
+class DelayHop(Stage):
+    def __init__(self, clock: Clock, requeue: Requeue) -> None:
+        self._clock = clock
+        self._requeue = requeue
+
+    def admit(self, delivery: Delivery) -> RecordResult | None:
+        release = delivery.spec.release_at
+        now = self._clock.now()
+        if release is None or release <= now:
+            return None
+        delay = delay_seconds(release - now, minimum=1)
+        delivery.attempt = delivery.prior_attempts + 1
+        return self._requeue(delivery, delay, Outcome.DELAYED, "not released yet")

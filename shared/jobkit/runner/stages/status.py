@@ -1,0 +1,41 @@
+"""Job status for ``track_status`` types: ``running`` when an attempt starts,
+then ``succeeded``, ``failed`` (and whether it will be retried) or ``skipped``
+(a duplicate, or superseded). Other types get the tracker that writes nothing,
+and cost no request. See :mod:`jobkit.status`."""
+
+from __future__ import annotations
+
+from jobkit.clock import Clock
+from jobkit.outcome import Outcome, RecordResult
+from jobkit.records import RecordsBackend
+from jobkit.runner.delivery import Delivery
+from jobkit.runner.stage import Run, Stage
+from jobkit.status import RecordingStatusTracker
+
+_SKIPPED = (Outcome.DUPLICATE, Outcome.SUPERSEDED)  # a redelivery's status already says it succeeded
+_FAILED = (Outcome.RETRIED, Outcome.DEAD_LETTERED)
+
+
+class Status(Stage):
+    def __init__(self, records: RecordsBackend | None, clock: Clock) -> None:
+        self._records = records
+        self._clock = clock
+
+    def admit(self, delivery: Delivery) -> RecordResult | None:
+        if delivery.job_type.track_status and self._records is not None:
+            delivery.status = RecordingStatusTracker(self._records, delivery.spec, delivery.attempt, self._clock)
+        return None
+
+    def start(self, delivery: Delivery, run: Run) -> None:
+        delivery.status.started(run.started_at)
+
+    def settle(self, delivery: Delivery | None, result: RecordResult) -> None:
+        if delivery is None:
+            return
+        now = self._clock.now()
+        if result.outcome is Outcome.SUCCEEDED:
+            delivery.status.succeeded(now)
+        elif result.outcome in _SKIPPED:
+            delivery.status.skipped(now, f"{result.outcome}: {result.reason}")
+        elif result.outcome in _FAILED and result.reason is None:  # not a failed re-enqueue
+            delivery.status.failed(now, result.error or "", will_retry=result.outcome is Outcome.RETRIED)

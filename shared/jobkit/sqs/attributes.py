@@ -1,0 +1,124 @@
+"""Message attributes: the names jobkit gives them, how to build them, and
+what a dead letter's copy carries within SQS's limits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jobkit.sqs.limits import MAX_MESSAGE_BYTES, message_size
+
+#: The attribute a deferred copy carries: the runner looks up, by the copy's
+#: message ID, how many attempts its job had used. Anyone may set the
+#: attribute; only the runner can write what it points to.
+DEFERRED_ATTRIBUTE = "jobkit.deferred"
+
+#: The attribute every copy the runner re-enqueues carries: the job's enqueue
+#: time as the runner took it at the first delivery (see
+#: :func:`jobkit.runner.delivery.enqueued_at`), since the copy's own send time is later.
+ENQUEUED_AT_ATTRIBUTE = "jobkit.enqueuedAt"
+
+#: The message attribute every jobkit message carries, so ops tools can filter
+#: by type without parsing bodies.
+TYPE_ATTRIBUTE = "JobType"
+
+
+def string_attribute(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def number_attribute(value: float) -> dict[str, str]:
+    return {"DataType": "Number", "StringValue": repr(value) if isinstance(value, float) else str(value)}
+
+
+def sendable_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A received message's attributes, ready to send again: without jobkit's
+    dead-letter reason (``jobkit.*``), in SQS's API shape. Takes either shape:
+    Lambda's event spells message attributes in camelCase, SQS's
+    ReceiveMessage in PascalCase."""
+    converted: dict[str, dict[str, Any]] = {}
+    for name, attribute in attributes.items():
+        if name.startswith("jobkit."):
+            continue  # a redriven message's old reason must not stick to it
+        data_type = attribute.get("dataType") or attribute.get("DataType") or "String"
+        entry: dict[str, Any] = {"DataType": data_type}
+        if data_type.startswith("Binary"):
+            entry["BinaryValue"] = attribute.get("binaryValue") or attribute.get("BinaryValue")
+        else:
+            entry["StringValue"] = attribute.get("stringValue") or attribute.get("StringValue")
+        converted[name] = entry
+    return converted
+
+
+@dataclass(frozen=True)
+class DeadLetterReason:
+    """Why a message was dead-lettered by the runner (attached as message attributes)."""
+
+    kind: str  # "poison", "non_retryable", "attempts_exhausted"
+    error_class: str
+    message: str
+    attempts: int
+
+    def attributes(self, source_queue: str, now: float) -> dict[str, dict[str, str]]:
+        return {
+            "jobkit.reason": string_attribute(self.kind),
+            "jobkit.errorClass": string_attribute(self.error_class or "-"),
+            "jobkit.error": string_attribute((self.message or "-")[:1024]),
+            "jobkit.attempts": number_attribute(self.attempts),
+            "jobkit.sourceQueue": string_attribute(source_queue),
+            "jobkit.deadLetteredAt": number_attribute(round(now, 3)),
+        }
+
+
+def dead_letter_copy(
+    body: str, reason: Mapping[str, dict[str, str]], kept: Mapping[str, dict[str, Any]]
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """The body and attributes of a DLQ copy, within SQS's limits (1 MiB for the
+    body and attributes together, 10 attributes).
+
+    The reason comes first, then the error text (shortened to what fits), then
+    the message's own attributes while they fit. A body that SQS delivered is
+    at most 1 MiB with its own attributes, so a copy near the limit may lose
+    some of them, never its body: the failure records keep the full error. Only
+    a body over 1 MiB, which SQS cannot have delivered (a hand-made event), is
+    cut so the copy can be sent at all, and the error says so.
+    """
+    error = reason.get("jobkit.error", {}).get("StringValue", "-")
+    firsts = {name: value for name, value in reason.items() if name != "jobkit.error"}
+    body_bytes = len(body.encode("utf-8", "surrogatepass"))
+    room = MAX_MESSAGE_BYTES - message_size("", firsts)
+    if body_bytes > room - 200:
+        if body_bytes > MAX_MESSAGE_BYTES:  # cannot have come from SQS: keep what fits
+            body = _utf8_prefix(body, room - 1224)
+            error = f"{error[:900]} (the DLQ copy keeps the first {len(body)} characters of a {body_bytes}-byte body)"
+            body_bytes = len(body.encode("utf-8", "surrogatepass"))
+        else:
+            firsts = _fitting(firsts, MAX_MESSAGE_BYTES - body_bytes)
+    attributes: dict[str, dict[str, Any]] = dict(firsts)
+    left = MAX_MESSAGE_BYTES - body_bytes - message_size("", attributes)
+    error_room = left - len("jobkit.error") - len("String")
+    if error_room > 0:
+        attributes["jobkit.error"] = string_attribute(_utf8_prefix(error, min(error_room, 4096)) or "-")
+    for name, value in list(kept.items())[: 10 - len(attributes)]:
+        if message_size(body, {**attributes, name: value}) <= MAX_MESSAGE_BYTES:
+            attributes[name] = value
+    return body, attributes
+
+
+def _fitting(attributes: Mapping[str, dict[str, str]], room: int) -> dict[str, dict[str, str]]:
+    """The leading attributes that fit in ``room`` bytes."""
+    kept: dict[str, dict[str, str]] = {}
+    for name, value in attributes.items():
+        if message_size("", {**kept, name: value}) > room:
+            break
+        kept[name] = value
+    return kept
+
+
+def _utf8_prefix(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` that is at most ``max_bytes`` in UTF-8."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[: max(0, max_bytes)].decode("utf-8", "ignore")

@@ -1,0 +1,121 @@
+"""Queues by name: where they are (:class:`QueueDirectory`), and the queue
+operations the runner performs itself (:class:`SqsQueues`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from jobkit.config import Declaration
+from jobkit.sqs.attributes import DeadLetterReason, dead_letter_copy, sendable_attributes
+from jobkit.sqs.limits import MAX_VISIBILITY_S, delay_seconds
+
+log = logging.getLogger(__name__)
+
+
+class QueueDirectory:
+    """Resolves SQS queue names to URLs: from a given map (the deployed stack
+    passes its URLs in the environment), else with one GetQueueUrl per queue
+    per process, cached."""
+
+    def __init__(self, sqs_client: Any, declaration: Declaration, urls: Mapping[str, str] | None = None) -> None:
+        self._client = sqs_client
+        self._declaration = declaration
+        self._urls: dict[str, str] = dict(urls or {})
+        self._lock = threading.Lock()
+        self._declared_by_name = {declaration.queue_name(q): q for q in declaration.queues}
+
+    def url(self, sqs_name: str) -> str:
+        url = self._urls.get(sqs_name)
+        if url is None:
+            url = self._client.get_queue_url(QueueName=sqs_name)["QueueUrl"]
+            with self._lock:
+                self._urls[sqs_name] = url
+        return url
+
+    def sqs_name(self, queue: str) -> str:
+        """The SQS name of a declared queue."""
+        return self._declaration.queue_name(queue)
+
+    def queue_url(self, job_type: str) -> str:
+        """The URL of the queue that serves a declared job type."""
+        return self.url(self._declaration.queue_name(self._declaration.job_type(job_type).queue))
+
+    def dlq_url_for(self, sqs_name: str) -> str:
+        """The DLQ URL of a jobkit queue, given the queue's SQS name."""
+        declared = self._declared_by_name.get(sqs_name)
+        if declared is None:
+            raise KeyError(f"{sqs_name} is not a queue of this declaration")
+        return self.url(self._declaration.dlq_name(declared))
+
+    def declared_queue(self, sqs_name: str) -> str | None:
+        return self._declared_by_name.get(sqs_name)
+
+
+class SqsQueues:
+    """The queue operations a runner needs beyond what the event source
+    mapping does for it: visibility backoff, dead-lettering, re-enqueueing.
+    Bound to the runner's one queue (a declared queue name): every record it
+    handles came from there."""
+
+    def __init__(self, sqs_client: Any, directory: QueueDirectory, queue: str) -> None:
+        self._client = sqs_client
+        self._directory = directory
+        self._queue = queue
+
+    @property
+    def _sqs_name(self) -> str:
+        return self._directory.sqs_name(self._queue)
+
+    @property
+    def _url(self) -> str:
+        return self._directory.url(self._sqs_name)
+
+    def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+        self._client.change_message_visibility(
+            QueueUrl=self._url,
+            ReceiptHandle=receipt_handle,
+            VisibilityTimeout=max(0, min(MAX_VISIBILITY_S, int(seconds))),
+        )
+
+    def dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, now: float) -> None:
+        """Copy the message to its queue's DLQ with the reason attached, then
+        delete the original. If the copy fails, it raises and the original is
+        left alone. Once the copy is sent, the job is dead-lettered: a failed
+        delete is left to the event source mapping, which deletes every record
+        the handler does not report as failed (reporting it would only make a
+        second DLQ copy)."""
+        source = self._sqs_name
+        body, attributes = dead_letter_copy(
+            record["body"],
+            reason.attributes(source, now),
+            sendable_attributes(record.get("messageAttributes") or {}),
+        )
+        self._client.send_message(
+            QueueUrl=self._directory.dlq_url_for(source), MessageBody=body, MessageAttributes=attributes
+        )
+        try:
+            self.delete(record)
+        except Exception:
+            log.warning("dead-lettered %s, but could not delete the original: the poller will", record["messageId"])
+
+    def delete(self, record: Mapping[str, Any]) -> None:
+        self._client.delete_message(QueueUrl=self._url, ReceiptHandle=record["receiptHandle"])
+
+    def requeue(
+        self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, dict[str, str]] | None = None
+    ) -> str:
+        """Send a new copy of a message to its own queue (a delay hop or a
+        deferral): the same body, the sender's own attributes (never a
+        ``jobkit.*`` one it carried), and ``extra_attributes``. Returns the
+        copy's message ID."""
+        attributes = {**sendable_attributes(record.get("messageAttributes") or {}), **(extra_attributes or {})}
+        response = self._client.send_message(
+            QueueUrl=self._url,
+            MessageBody=record["body"],
+            DelaySeconds=delay_seconds(delay_s),
+            MessageAttributes=attributes,
+        )
+        return str(response["MessageId"])

@@ -1,0 +1,103 @@
+"""template.yaml, generated from the declaration (``jobkit template``).
+
+Per declared queue: an SQS queue and its DLQ, a runner function with an SQS
+event source, and alarms; per job type: a pickup-delay alarm and dashboard
+widgets; once: the jobkit layer, the jobs table, an optional alarm topic and
+the dashboard. Every runner gets least-privilege IAM: it may consume only its
+own queue, send only to its own queue (delay hops and deferrals), the queues of
+the types its jobs push, and its own DLQ, and use only its own types' records in
+the jobs table, plus the root records of the types its jobs push
+(``dynamodb:LeadingKeys``, see :mod:`jobkit.record_keys`). Apps that push attach
+the ``ProducerPolicy`` managed policy. What is stored where, and who may read
+it: docs/security.md.
+
+Resources of the user's own (an S3 bucket the jobs write to, say) go in
+``infra/template-extra.yaml``; they are merged in and never overwritten.
+
+This module composes the template from the others: :mod:`.parameters`,
+:mod:`.resources` (queues, table, functions, event source mappings, log groups),
+:mod:`.iam`, :mod:`.alarms`, :mod:`.dashboard`, :mod:`.extra` (the user's
+sections), :mod:`.checkov` (the findings that do not apply), :mod:`.naming`
+(logical IDs and resource names) and :mod:`.cfn_yaml`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobkit.config import Declaration
+from jobkit.template.alarms import alarm_topic, conditions, queue_alarms, type_alarms
+from jobkit.template.cfn_yaml import to_yaml
+from jobkit.template.checkov import CHECKOV_SKIPS
+from jobkit.template.dashboard import dashboard
+from jobkit.template.extra import SECTIONS_USERS_MAY_EXTEND, load_extra, merge_extra
+from jobkit.template.iam import RUNNER_TABLE_ACTIONS, producer_policy
+from jobkit.template.naming import logical_id
+from jobkit.template.parameters import LOG_RETENTION_DAYS, parameters
+from jobkit.template.resources import (
+    ARCHITECTURE,
+    MAX_ENVIRONMENT_BYTES,
+    RUNTIME,
+    queue_outputs,
+    queue_resources,
+    shared_resources,
+)
+
+__all__ = [
+    "ARCHITECTURE",
+    "CHECKOV_SKIPS",
+    "HEADER",
+    "LOG_RETENTION_DAYS",
+    "MAX_ENVIRONMENT_BYTES",
+    "RUNNER_TABLE_ACTIONS",
+    "RUNTIME",
+    "SECTIONS_USERS_MAY_EXTEND",
+    "build",
+    "load_extra",
+    "logical_id",
+    "render",
+]
+
+HEADER = (
+    "# Generated from infra/jobs.toml by `jobkit template`. Do not edit: edit the declaration,\n"
+    "# or add resources of your own to infra/template-extra.yaml, and run `jobkit template` again.\n"
+)
+
+
+def render(declaration: Declaration, extra: Mapping[str, Any] | None = None) -> str:
+    """The SAM template for a declaration, as YAML text."""
+    return HEADER + to_yaml(build(declaration, extra))
+
+
+def build(declaration: Declaration, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The SAM template for a declaration, as a dict."""
+    template: dict[str, Any] = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Transform": "AWS::Serverless-2016-10-31",
+        "Description": "jobkit: a job queue on SQS, Lambda and DynamoDB (generated from infra/jobs.toml)",
+        "Parameters": parameters(declaration),
+        "Conditions": conditions(),
+        "Resources": {
+            **shared_resources(),
+            "AlarmTopic": alarm_topic(),
+            "ProducerPolicy": producer_policy(declaration),
+        },
+        "Outputs": {
+            "JobsTableName": {"Description": "The jobs table", "Value": {"Ref": "JobsTable"}},
+            "ProducerPolicyArn": {
+                "Description": "The managed policy an app's role attaches to push jobs",
+                "Value": {"Ref": "ProducerPolicy"},
+            },
+        },
+    }
+    for queue in declaration.queues.values():
+        template["Resources"].update(queue_resources(declaration, queue))
+        template["Resources"].update(queue_alarms(queue))
+        template["Outputs"].update(queue_outputs(queue))
+    for job_type in declaration.types.values():
+        template["Resources"].update(type_alarms(declaration, job_type.name))
+    template["Resources"]["Dashboard"] = dashboard(declaration)
+    if extra:
+        merge_extra(template, extra)
+    return template

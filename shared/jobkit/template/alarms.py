@@ -1,0 +1,98 @@
+"""Alarms, and the topic they notify: per declared queue, dead letters and a
+backlog that is not kept up with; per job type, a slow pickup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobkit.config import Declaration, QueueConfig
+from jobkit.template.checkov import checkov_skips
+from jobkit.template.naming import NAMES, QueueIds, logical_id
+
+
+def conditions() -> dict[str, Any]:
+    """The alarms notify the topic only if the stack has an ``AlarmEmail``."""
+    return {"HasAlarmEmail": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmEmail"}, ""]}]}}
+
+
+def alarm_topic() -> dict[str, Any]:
+    # Unencrypted: CloudWatch alarms cannot publish to a topic encrypted with
+    # alias/aws/sns, and the topic carries alarm state changes, no job data.
+    return {
+        "Type": "AWS::SNS::Topic",
+        "Condition": "HasAlarmEmail",
+        "Properties": {
+            "TopicName": {"Fn::Sub": NAMES.alarm_topic},
+            "Subscription": [{"Protocol": "email", "Endpoint": {"Ref": "AlarmEmail"}}],
+        },
+        "Metadata": checkov_skips("CKV_AWS_26"),
+    }
+
+
+def queue_alarms(queue: QueueConfig) -> dict[str, Any]:
+    ids = QueueIds(queue.name)
+    return {
+        ids.dead_letters_alarm: _alarm(
+            f"jobs of queue {queue.name} are in its DLQ",
+            namespace="AWS/SQS",
+            metric="ApproximateNumberOfMessagesVisible",
+            dimensions=[{"Name": "QueueName", "Value": {"Fn::GetAtt": [ids.dlq, "QueueName"]}}],
+            statistic="Maximum",
+            threshold=0,
+        ),
+        ids.oldest_message_alarm: _alarm(
+            f"queue {queue.name} is not keeping up: its oldest message is too old",
+            namespace="AWS/SQS",
+            metric="ApproximateAgeOfOldestMessage",
+            dimensions=[{"Name": "QueueName", "Value": {"Fn::GetAtt": [ids.queue, "QueueName"]}}],
+            statistic="Maximum",
+            threshold={"Ref": "OldestMessageAlarmSeconds"},
+        ),
+    }
+
+
+def type_alarms(declaration: Declaration, job_type: str) -> dict[str, Any]:
+    return {
+        f"{logical_id(job_type)}PickupDelayAlarm": _alarm(
+            f"{job_type} jobs wait too long to be picked up (p95 pickup delay)",
+            namespace=declaration.namespace,
+            metric="PickupDelay",
+            dimensions=[{"Name": "JobType", "Value": job_type}],
+            statistic=None,
+            extended_statistic="p95",
+            threshold={"Ref": "PickupDelayAlarmMs"},
+            periods=3,
+        )
+    }
+
+
+def _alarm(
+    description: str,
+    *,
+    namespace: str,
+    metric: str,
+    dimensions: list[dict[str, Any]],
+    statistic: str | None,
+    threshold: Any,
+    extended_statistic: str | None = None,
+    periods: int = 1,
+) -> dict[str, Any]:
+    actions = {"Fn::If": ["HasAlarmEmail", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}
+    properties: dict[str, Any] = {
+        "AlarmDescription": description,
+        "Namespace": namespace,
+        "MetricName": metric,
+        "Dimensions": dimensions,
+        "Period": 60,
+        "EvaluationPeriods": periods,
+        "Threshold": threshold,
+        "ComparisonOperator": "GreaterThanThreshold",
+        "TreatMissingData": "notBreaching",
+        "AlarmActions": actions,
+        "OKActions": actions,
+    }
+    if extended_statistic:
+        properties["ExtendedStatistic"] = extended_statistic
+    else:
+        properties["Statistic"] = statistic
+    return {"Type": "AWS::CloudWatch::Alarm", "Properties": properties}

@@ -1,0 +1,110 @@
+"""Least-privilege IAM: the runner's policy, and the managed policy an app that
+pushes attaches.
+
+A runner may consume only its own queue, send only to its own queue (delay hops
+and deferrals), the queues of the types its jobs push, and its own DLQ, and use
+only its own types' records in the jobs table, plus the root records of the types
+its jobs push (``dynamodb:LeadingKeys``, see :mod:`jobkit.record_keys`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from jobkit.config import Declaration, QueueConfig
+from jobkit.record_keys import own_records_pattern, root_records_pattern
+from jobkit.template.naming import NAMES, QueueIds
+
+#: What the runner does with the table: claims, failure and status records, reads of them.
+RUNNER_TABLE_ACTIONS = [f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query")]
+
+
+def pushed_types(declaration: Declaration, queue: QueueConfig) -> set[str]:
+    """The types that the jobs of ``queue``'s types push."""
+    return {target for name in queue.types for target in declaration.types[name].pushes}
+
+
+def sendable_queues(declaration: Declaration, queue: QueueConfig) -> list[str]:
+    """The declared queues the runner of ``queue`` sends to: its own, and those of the types its jobs push."""
+    return sorted({declaration.types[t].queue for t in pushed_types(declaration, queue)} | {queue.name})
+
+
+def producer_policy(declaration: Declaration) -> dict[str, Any]:
+    """What an app that pushes needs: send to every job queue (not the DLQs), look
+    their URLs up, and record the root jobs it pushes. An app's role attaches it."""
+    return {
+        "Type": "AWS::IAM::ManagedPolicy",
+        "Properties": {
+            "ManagedPolicyName": {"Fn::Sub": NAMES.producer_policy},
+            "Description": "jobkit: push jobs of every declared type (attach to an app's role)",
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "SendToJobQueues",
+                        "Effect": "Allow",
+                        "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
+                        "Resource": [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in declaration.queues],
+                    },
+                    _table_statement(
+                        "RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)
+                    ),
+                ],
+            },
+        },
+    }
+
+
+def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:
+    """The runner function's policy (an entry of its SAM ``Policies``)."""
+    ids = QueueIds(queue.name)
+    own = set(queue.types)
+    targets = pushed_types(declaration, queue)
+    queue_arns = [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in sendable_queues(declaration, queue)]
+    # All records of its own types; of the other types its jobs push, only the root
+    # records (pushing a root job records its root timestamp).
+    table_statements = [_table_statement("UseOwnTypesRecords", RUNNER_TABLE_ACTIONS, map(own_records_pattern, own))]
+    if targets - own:
+        pushed = map(root_records_pattern, targets - own)
+        table_statements.append(_table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
+    return {
+        "Statement": [
+            {
+                "Sid": "ConsumeOwnQueue",
+                "Effect": "Allow",
+                "Action": [
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:GetQueueAttributes",
+                ],
+                "Resource": {"Fn::GetAtt": [ids.queue, "Arn"]},
+            },
+            {
+                # Its own queue (delay hops, deferrals), the queues of the
+                # types its jobs push, and its own DLQ.
+                "Sid": "SendToDeclaredQueues",
+                "Effect": "Allow",
+                "Action": ["sqs:SendMessage"],
+                "Resource": [*queue_arns, {"Fn::GetAtt": [ids.dlq, "Arn"]}],
+            },
+            *table_statements,
+        ]
+    }
+
+
+def _table_statement(sid: str, actions: list[str], leading_keys: Iterable[str]) -> dict[str, Any]:
+    """Actions on the jobs table, only on records whose partition key matches one of
+    ``leading_keys``. ``ForAllValues`` holds for a request without a partition key
+    (a Scan, say), so the ``Null`` condition requires one."""
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": list(actions),
+        "Resource": {"Fn::GetAtt": ["JobsTable", "Arn"]},
+        "Condition": {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": sorted(leading_keys)},
+            "Null": {"dynamodb:LeadingKeys": "false"},
+        },
+    }

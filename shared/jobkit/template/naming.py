@@ -1,0 +1,70 @@
+"""How the template names things: the logical IDs of its resources and outputs,
+and the names of the deployed resources (``Fn::Sub`` strings on the ``Prefix``
+parameter, from :class:`~jobkit.resources.ResourceNames`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from jobkit.resources import ResourceNames
+
+#: The deployed resources' names, as the template writes them.
+NAMES = ResourceNames.sub()
+
+
+def logical_id(name: str) -> str:
+    """A CloudFormation logical ID from a queue or type name: alphanumeric, capitalised."""
+    parts = re.split(r"[^A-Za-z0-9]+", name)
+    return "".join(part[:1].upper() + part[1:] for part in parts if part)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueIds:
+    """The logical IDs of a declared queue's resources and outputs."""
+
+    name: str
+
+    @property
+    def queue(self) -> str:
+        return f"{logical_id(self.name)}Queue"
+
+    @property
+    def dlq(self) -> str:
+        return f"{logical_id(self.name)}DeadLetterQueue"
+
+    @property
+    def runner(self) -> str:
+        return f"{logical_id(self.name)}Runner"
+
+    @property
+    def log_group(self) -> str:
+        return f"{self.runner}LogGroup"
+
+    @property
+    def event_source_mapping(self) -> str:
+        return f"{self.runner}Queue"  # the logical ID SAM gives an SQS event of the function
+
+    @property
+    def dead_letters_alarm(self) -> str:
+        return f"{logical_id(self.name)}DeadLettersAlarm"
+
+    @property
+    def oldest_message_alarm(self) -> str:
+        return f"{logical_id(self.name)}OldestMessageAlarm"
+
+    @property
+    def queue_url_output(self) -> str:
+        return f"{self.queue}Url"
+
+    @property
+    def queue_arn_output(self) -> str:
+        return f"{self.queue}Arn"
+
+    @property
+    def dlq_url_output(self) -> str:
+        return f"{self.dlq}Url"
+
+    @property
+    def dlq_arn_output(self) -> str:
+        return f"{self.dlq}Arn"

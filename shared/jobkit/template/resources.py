@@ -1,0 +1,200 @@
+"""The template's resources that do the work: the jobkit layer and the jobs table
+once; per declared queue, an SQS queue and its DLQ, a runner function, its log
+group and its event source mapping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jobkit.config import Declaration, QueueConfig, declaration_to_dict
+from jobkit.errors import ConfigError
+from jobkit.resources import DLQ_RETENTION_S, PREFIX_PARAMETER, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
+from jobkit.template.checkov import checkov_skips
+from jobkit.template.iam import pushed_types, runner_policy, sendable_queues
+from jobkit.template.naming import NAMES, QueueIds
+
+RUNTIME = "python3.12"  # python3.11 runs on Amazon Linux 2, which Lambda deprecated on 2026-06-30
+ARCHITECTURE = "arm64"
+MAX_ENVIRONMENT_BYTES = 4096  # Lambda's limit on all environment variables together
+
+
+def shared_resources() -> dict[str, Any]:
+    """The jobkit layer and the jobs table."""
+    pk, sk = TABLE_KEYS
+    return {
+        "JobkitLayer": {
+            "Type": "AWS::Serverless::LayerVersion",
+            "Properties": {
+                "Description": "The jobkit package and its dependencies",
+                "ContentUri": "shared/",
+                "CompatibleRuntimes": [RUNTIME],
+                "CompatibleArchitectures": [ARCHITECTURE],
+                "RetentionPolicy": "Delete",
+            },
+            # A makefile build cross-installs wheels for the Lambda runtime with pip
+            # (--python-version, --platform), so `sam build` needs no matching local
+            # Python and no container (see shared/Makefile).
+            "Metadata": {"BuildMethod": "makefile", "BuildArchitecture": ARCHITECTURE},
+        },
+        "JobsTable": {
+            "Type": "AWS::DynamoDB::Table",
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+            "Properties": {
+                "TableName": {"Fn::Sub": NAMES.table},
+                "BillingMode": "PAY_PER_REQUEST",
+                "AttributeDefinitions": [
+                    {"AttributeName": pk, "AttributeType": "S"},
+                    {"AttributeName": sk, "AttributeType": "S"},
+                ],
+                "KeySchema": [{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}],
+                "SSESpecification": {"SSEEnabled": True},
+                "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
+            },
+            "Metadata": checkov_skips("CKV_AWS_119"),
+        },
+    }
+
+
+def queue_resources(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:
+    """A declared queue, its DLQ, and the runner function that consumes it."""
+    ids = QueueIds(queue.name)
+    return {
+        ids.dlq: {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {
+                "QueueName": {"Fn::Sub": NAMES.dlq(queue.name)},
+                "MessageRetentionPeriod": DLQ_RETENTION_S,
+                "SqsManagedSseEnabled": True,
+            },
+            "Metadata": checkov_skips("CKV_AWS_27"),
+        },
+        ids.queue: {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {
+                "QueueName": {"Fn::Sub": NAMES.queue(queue.name)},
+                "VisibilityTimeout": queue.visibility_timeout_s,
+                "MessageRetentionPeriod": QUEUE_RETENTION_S,
+                "SqsManagedSseEnabled": True,
+                "RedrivePolicy": {
+                    "deadLetterTargetArn": {"Fn::GetAtt": [ids.dlq, "Arn"]},
+                    "maxReceiveCount": queue.max_receive_count,
+                },
+            },
+            "Metadata": checkov_skips("CKV_AWS_27"),
+        },
+        ids.runner: _runner_function(declaration, queue),
+        # Declared, rather than left to Lambda to create on first write, so that its
+        # logs expire. The runner logs to it by name and by LoggingConfig.
+        ids.log_group: {
+            "Type": "AWS::Logs::LogGroup",
+            "Properties": {
+                "LogGroupName": {"Fn::Sub": NAMES.log_group(queue.name)},
+                "RetentionInDays": {"Ref": "LogRetentionDays"},
+            },
+            "Metadata": checkov_skips("CKV_AWS_158"),
+        },
+        # The event source mapping is declared here rather than as the function's
+        # SAM `Events`: for an SQS event SAM attaches the managed policy
+        # AWSLambdaSQSQueueExecutionRole, which allows receiving and deleting on
+        # every queue in the account ("Resource": "*"). The runner's own policy
+        # already lets it consume its queue, and nothing else. (The logical ID is
+        # the one SAM gave it.)
+        ids.event_source_mapping: {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "EventSourceArn": {"Fn::GetAtt": [ids.queue, "Arn"]},
+                "FunctionName": {"Ref": ids.runner},
+                "BatchSize": queue.batch_size,
+                "MaximumBatchingWindowInSeconds": queue.batch_window_s,
+                "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                "ScalingConfig": {"MaximumConcurrency": queue.max_concurrency},
+            },
+        },
+    }
+
+
+def queue_outputs(queue: QueueConfig) -> dict[str, Any]:
+    """The URLs and ARNs of a declared queue and its DLQ."""
+    ids = QueueIds(queue.name)
+    return {
+        ids.queue_url_output: {"Description": f"URL of queue {queue.name}", "Value": {"Ref": ids.queue}},
+        ids.queue_arn_output: {
+            "Description": f"ARN of queue {queue.name}",
+            "Value": {"Fn::GetAtt": [ids.queue, "Arn"]},
+        },
+        ids.dlq_url_output: {
+            "Description": f"URL of the DLQ of queue {queue.name}",
+            "Value": {"Ref": ids.dlq},
+        },
+        ids.dlq_arn_output: {
+            "Description": f"ARN of the DLQ of queue {queue.name}",
+            "Value": {"Fn::GetAtt": [ids.dlq, "Arn"]},
+        },
+    }
+
+
+def _runner_function(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:
+    ids = QueueIds(queue.name)
+    subset = declaration_to_dict(declaration, only_types=set(queue.types) | pushed_types(declaration, queue))
+    subset["jobkit"].pop("prefix")  # the stack's Prefix parameter names the resources
+    declaration_json = json.dumps(subset, separators=(",", ":"), sort_keys=True)
+    urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in sendable_queues(declaration, queue)}
+    urls[NAMES.dlq(queue.name)] = f"${{{ids.dlq}}}"
+    urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)
+    _check_environment_size(declaration, queue, declaration_json, urls_json, queue.name)
+    properties: dict[str, Any] = {
+        "FunctionName": {"Fn::Sub": NAMES.runner(queue.name)},
+        "Description": f"jobkit runner for queue {queue.name}: {', '.join(queue.types)}",
+        "CodeUri": _code_uri(declaration),
+        "Handler": "app.handler",
+        "Runtime": RUNTIME,
+        "Architectures": [ARCHITECTURE],
+        "Timeout": queue.timeout_s,
+        "MemorySize": queue.memory_mb,
+        "Layers": [{"Ref": "JobkitLayer"}],
+        "LoggingConfig": {"LogGroup": {"Ref": ids.log_group}},
+        "Environment": {
+            "Variables": {
+                "JOBKIT_DECLARATION": declaration_json,
+                "JOBKIT_PREFIX": {"Ref": PREFIX_PARAMETER},
+                "JOBKIT_QUEUE": queue.name,
+                "JOBKIT_QUEUE_URLS": {"Fn::Sub": urls_json},
+                "POWERTOOLS_LOG_LEVEL": "INFO",
+            }
+        },
+        "Policies": [runner_policy(declaration, queue)],
+    }
+    return {
+        "Type": "AWS::Serverless::Function",
+        "Properties": properties,
+        "Metadata": {
+            "BuildMethod": "makefile",
+            "BuildArchitecture": ARCHITECTURE,
+            **checkov_skips("CKV_AWS_116", "CKV_AWS_117", "CKV_AWS_115", "CKV_AWS_173"),
+        },
+    }
+
+
+def _code_uri(declaration: Declaration) -> str:
+    if declaration.code_dir is None:
+        return "functions/runner/"
+    source = Path(declaration.source).resolve().parent.parent  # infra/jobs.toml -> the project root
+    try:
+        return declaration.code_dir.resolve().relative_to(source).as_posix() + "/"
+    except ValueError:
+        return declaration.code_dir.as_posix() + "/"
+
+
+def _check_environment_size(declaration: Declaration, queue: QueueConfig, *values: str) -> None:
+    size = sum(len(v.encode("utf-8")) for v in values) + 200  # names, prefix and log level
+    if size > MAX_ENVIRONMENT_BYTES:
+        raise ConfigError(
+            declaration.source,
+            f"types.{queue.types[0]}.queue",
+            f"the runner of queue {queue.name!r} would need {size} bytes of environment, over Lambda's "
+            f"{MAX_ENVIRONMENT_BYTES}: give some of its types (or the types they push) their own queue",
+        )
