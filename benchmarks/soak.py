@@ -144,8 +144,8 @@ def run(
     from jobkit.local.moto_time import has_receivable
     from jobkit.local.results import EnqueueCounter
     from jobkit.local.stack import ACCOUNT_ID
-    from jobkit.record_keys import JobRef
     from jobkit.records import JobRuns
+    from jobkit.records.keys import JobRef
 
     import testjobs
     from faults import FaultSet

@@ -4,8 +4,8 @@ claims; and the other records a runner keeps of a job's attempts.
 :class:`DedupStore` holds the logic: what a record means, leases, the
 per-container root cache, time-to-live, and fail-open. A
 :class:`~jobkit.records.RecordsBackend` stores the records: DynamoDB in
-production (:mod:`jobkit.dedup_dynamodb`), memory in unit tests
-(:mod:`jobkit.dedup_memory`). Every backend write that can lose is one
+production (:mod:`jobkit.records.dynamodb`), memory in unit tests
+(:mod:`jobkit.records.memory`). Every backend write that can lose is one
 conditional write that reports what it lost to, so no second read is ever
 needed.
 
@@ -48,7 +48,6 @@ from enum import StrEnum
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.errors import SpecError
-from jobkit.record_keys import JobRef
 from jobkit.records import (
     DEFERRAL_RECORD_TTL_S,
     DELIVERY_RECORD_TTL_S,
@@ -63,6 +62,7 @@ from jobkit.records import (
     JobRuns,
     RecordsBackend,
 )
+from jobkit.records.keys import JobRef
 from jobkit.spec import MAX_CLOCK_SKEW_S, JobSpecification
 
 log = logging.getLogger(__name__)

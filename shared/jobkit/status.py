@@ -102,7 +102,7 @@ class StatusTracker:
 
 
 class RecordingStatusTracker(StatusTracker):
-    """Records one attempt's status in the jobs table (a status item, see :mod:`jobkit.record_keys`).
+    """Records one attempt's status in the jobs table (a status item, see :mod:`jobkit.records.keys`).
 
     Args:
         backend: where the record lives (the jobs table).

@@ -114,10 +114,10 @@ class LazyRecords:
             if self._backend is None:
                 from botocore.exceptions import BotoCoreError
 
-                from jobkit.dedup_dynamodb import DynamoDBDedupBackend
+                from jobkit.records.dynamodb import DynamoDBRecords
 
                 try:
-                    self._backend = DynamoDBDedupBackend(self._clients.dynamodb, self._table_name)
+                    self._backend = DynamoDBRecords(self._clients.dynamodb, self._table_name)
                 except BotoCoreError as exc:
                     raise DedupUnavailable(f"no DynamoDB client for the jobs table: {exc}") from exc
         return getattr(self._backend, name)

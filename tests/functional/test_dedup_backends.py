@@ -12,12 +12,12 @@ import pytest
 from moto import mock_aws
 
 from jobkit.config import Declaration
-from jobkit.dedup_dynamodb import DynamoDBDedupBackend
-from jobkit.dedup_memory import MemoryDedupBackend
 from jobkit.local.provision import provision_table
-from jobkit.record_keys import JobRef
 from jobkit.records import FailureRecord, FinalAttempt, JobState, JobStatus
 from jobkit.records import RecordsBackend as DedupBackend
+from jobkit.records.dynamodb import DynamoDBRecords
+from jobkit.records.keys import JobRef
+from jobkit.records.memory import MemoryRecords
 
 SIG = "a" * 40
 JOB = JobRef("t", "enwiki", "job-1")
@@ -28,12 +28,12 @@ FAR = 2**31
 @pytest.fixture(params=["memory", "dynamodb"])
 def backend(request: Any, test_declaration: Declaration) -> Iterator[DedupBackend]:
     if request.param == "memory":
-        yield MemoryDedupBackend()
+        yield MemoryRecords()
         return
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         provision_table(client, test_declaration)
-        yield DynamoDBDedupBackend(client, test_declaration.table_name)
+        yield DynamoDBRecords(client, test_declaration.table_name)
 
 
 def test_root_timestamps_only_move_forward(backend: DedupBackend) -> None:

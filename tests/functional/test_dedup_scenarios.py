@@ -15,7 +15,7 @@ from jobkit import JobSpecification, NonRetryableError
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
-from jobkit.record_keys import JobRef
+from jobkit.records.keys import JobRef
 from jobkit.spec import new_root_job_params
 
 from testjobs import HOOKS, RUNS

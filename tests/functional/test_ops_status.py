@@ -16,12 +16,12 @@ from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
 from jobkit.config import Declaration
-from jobkit.dedup_dynamodb import DynamoDBDedupBackend
-from jobkit.dedup_memory import MemoryDedupBackend
 from jobkit.local import LocalStack
 from jobkit.local.provision import provision_table
 from jobkit.outcome import Outcome
 from jobkit.records import RecordsBackend as DedupBackend
+from jobkit.records.dynamodb import DynamoDBRecords
+from jobkit.records.memory import MemoryRecords
 from jobkit.status import JobState, JobStatus
 
 from conftest import START, RequestCounter
@@ -179,12 +179,12 @@ def test_a_status_store_that_cannot_be_written_never_fails_the_job(stack: LocalS
 @pytest.fixture(params=["memory", "dynamodb"])
 def backend(request: Any, test_declaration: Declaration) -> Iterator[DedupBackend]:
     if request.param == "memory":
-        yield MemoryDedupBackend()
+        yield MemoryRecords()
         return
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         provision_table(client, test_declaration)
-        yield DynamoDBDedupBackend(client, test_declaration.table_name)
+        yield DynamoDBRecords(client, test_declaration.table_name)
 
 
 def test_status_records_round_trip_and_are_replaced(backend: DedupBackend) -> None:

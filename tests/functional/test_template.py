@@ -20,7 +20,7 @@ from jobkit.errors import ConfigError
 from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
 from jobkit.outcome import Outcome
-from jobkit.record_keys import Kind, partition_key
+from jobkit.records.keys import Kind, partition_key
 from jobkit.template import LOG_RETENTION_DAYS, build, load_extra, logical_id, render
 
 from conftest import ROOT, START

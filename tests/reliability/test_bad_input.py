@@ -27,7 +27,7 @@ from jobkit.errors import JobQueueError, SpecError
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
-from jobkit.record_keys import JobRef
+from jobkit.records.keys import JobRef
 from jobkit.sqs import MAX_JOB_BYTES, MAX_MESSAGE_BYTES, message_size, string_attribute
 
 from conftest import START

@@ -23,8 +23,8 @@ from jobkit.errors import JobQueueError
 from jobkit.local import LocalStack
 from jobkit.ops.dead_letters import dead_letter
 from jobkit.outcome import Outcome
-from jobkit.record_keys import JobRef
 from jobkit.records import JobRuns
+from jobkit.records.keys import JobRef
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import MAX_MESSAGE_BYTES, RUNNER_RESERVED_BYTES, message_size, string_attribute
 

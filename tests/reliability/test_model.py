@@ -71,8 +71,8 @@ from jobkit.ops.redrive import redrive
 from jobkit.ops.scope import resolve_scope
 from jobkit.outcome import Outcome
 from jobkit.push import derived_job_id
-from jobkit.record_keys import JobRef
 from jobkit.records import JobRuns
+from jobkit.records.keys import JobRef
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
 

@@ -26,8 +26,8 @@ from jobkit.errors import JobQueueError, SpecError
 from jobkit.local import FakeLambdaContext, LocalStack
 from jobkit.outcome import Outcome
 from jobkit.push import derived_job_id
-from jobkit.record_keys import JobRef
 from jobkit.records import JobState
+from jobkit.records.keys import JobRef
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import MAX_JOB_BYTES, message_size, string_attribute
 from jobkit.testing import JobkitStack, sqs_event

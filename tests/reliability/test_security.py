@@ -21,7 +21,7 @@ from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
 from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
-from jobkit.record_keys import Kind, own_records_pattern, partition_key, root_records_pattern
+from jobkit.records.keys import Kind, own_records_pattern, partition_key, root_records_pattern
 from jobkit.registry import JobRegistry
 from jobkit.template import CHECKOV_SKIPS, build, logical_id
 

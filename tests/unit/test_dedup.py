@@ -6,7 +6,7 @@ import pytest
 
 from jobkit.clock import VirtualClock
 from jobkit.dedup import Candidate, DedupStore, DedupUnavailable, Verdict
-from jobkit.dedup_memory import MemoryDedupBackend
+from jobkit.records.memory import MemoryRecords
 from jobkit.spec import JobSpecification, new_root_job_params
 
 
@@ -16,12 +16,12 @@ def clock() -> VirtualClock:
 
 
 @pytest.fixture
-def backend() -> MemoryDedupBackend:
-    return MemoryDedupBackend()
+def backend() -> MemoryRecords:
+    return MemoryRecords()
 
 
 @pytest.fixture
-def store(backend: MemoryDedupBackend, clock: VirtualClock) -> DedupStore:
+def store(backend: MemoryRecords, clock: VirtualClock) -> DedupStore:
     return DedupStore(backend, clock=clock, root_cache_ttl_s=15)
 
 
@@ -35,13 +35,13 @@ def leaf(timestamp: float, clock: VirtualClock, key: str = "k") -> JobSpecificat
     return JobSpecification("leaf", params, domain="enwiki").stamped(clock.now())
 
 
-def test_a_plain_job_asks_nothing(store: DedupStore, backend: MemoryDedupBackend, clock: VirtualClock) -> None:
+def test_a_plain_job_asks_nothing(store: DedupStore, backend: MemoryRecords, clock: VirtualClock) -> None:
     assert store.admit(candidate(JobSpecification("noop").stamped(clock.now()))).verdict is Verdict.RUN
     assert backend.requests == 0
 
 
 def test_the_root_cache_answers_superseded_without_a_request(
-    store: DedupStore, backend: MemoryDedupBackend, clock: VirtualClock
+    store: DedupStore, backend: MemoryRecords, clock: VirtualClock
 ) -> None:
     assert store.admit(candidate(leaf(20.0, clock))).verdict is Verdict.RUN
     assert store.admit(candidate(leaf(10.0, clock))).verdict is Verdict.SUPERSEDED  # learnt from the store
@@ -53,7 +53,7 @@ def test_the_root_cache_answers_superseded_without_a_request(
 
 
 def test_the_root_cache_rechecks_the_newest_after_its_ttl(
-    store: DedupStore, backend: MemoryDedupBackend, clock: VirtualClock
+    store: DedupStore, backend: MemoryRecords, clock: VirtualClock
 ) -> None:
     store.admit(candidate(leaf(20.0, clock)))
     backend.advance_root("leaf", "enwiki", leaf(0, clock).root_job_signature or "", 30.0, 0)
@@ -62,7 +62,7 @@ def test_the_root_cache_rechecks_the_newest_after_its_ttl(
     assert store.admit(candidate(leaf(20.0, clock))).verdict is Verdict.SUPERSEDED
 
 
-def test_a_newer_leaf_advances_the_root(store: DedupStore, backend: MemoryDedupBackend, clock: VirtualClock) -> None:
+def test_a_newer_leaf_advances_the_root(store: DedupStore, backend: MemoryRecords, clock: VirtualClock) -> None:
     store.admit(candidate(leaf(20.0, clock)))
     assert store.admit(candidate(leaf(25.0, clock))).verdict is Verdict.RUN
     assert list(backend.roots.values()) == [25.0]
@@ -74,7 +74,7 @@ def test_record_root_then_older_leaves_are_superseded(store: DedupStore, clock: 
     assert store.admit(candidate(leaf(50.0, clock))).verdict is Verdict.RUN
 
 
-def test_the_root_cache_is_bounded(backend: MemoryDedupBackend, clock: VirtualClock) -> None:
+def test_the_root_cache_is_bounded(backend: MemoryRecords, clock: VirtualClock) -> None:
     store = DedupStore(backend, clock=clock, root_cache_size=3)
     for n in range(10):
         store.admit(candidate(leaf(1.0, clock, key=f"k{n}")))
@@ -98,7 +98,7 @@ def test_defer_is_capped(store: DedupStore, clock: VirtualClock) -> None:
     assert store.admit(candidate(t, dedup=True)).defer_s == 10
 
 
-class DownBackend(MemoryDedupBackend):
+class DownBackend(MemoryRecords):
     def __getattribute__(self, name: str):  # type: ignore[no-untyped-def]
         if name in {"advance_root", "claim_duplicate", "claim_delivery", "release_duplicate", "put_failure"}:
 

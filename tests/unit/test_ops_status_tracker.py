@@ -11,10 +11,10 @@ from jobkit import Job, JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import declaration_to_dict, parse_declaration
 from jobkit.dedup import DedupStore, DedupUnavailable
-from jobkit.dedup_memory import MemoryDedupBackend
 from jobkit.errors import ConfigError, JobKitError
 from jobkit.outcome import Outcome
-from jobkit.record_keys import JobRef
+from jobkit.records.keys import JobRef
+from jobkit.records.memory import MemoryRecords
 from jobkit.runner import Runner
 from jobkit.status import MAX_RESULT_BYTES, JobState, JobStatus, RecordingStatusTracker
 
@@ -27,21 +27,21 @@ def clock() -> VirtualClock:
 
 
 @pytest.fixture
-def backend() -> MemoryDedupBackend:
-    return MemoryDedupBackend()
+def backend() -> MemoryRecords:
+    return MemoryRecords()
 
 
-def tracker(backend: MemoryDedupBackend, clock: VirtualClock, spec: JobSpecification) -> RecordingStatusTracker:
+def tracker(backend: MemoryRecords, clock: VirtualClock, spec: JobSpecification) -> RecordingStatusTracker:
     return RecordingStatusTracker(backend, spec, 2, clock)
 
 
-def status_of(backend: MemoryDedupBackend, spec: JobSpecification) -> JobStatus:
+def status_of(backend: MemoryRecords, spec: JobSpecification) -> JobStatus:
     """What the backend holds (read without counting a request)."""
     return backend.statuses_by_ref[JobRef(spec.type, spec.domain, spec.id)]
 
 
 def test_an_attempt_writes_at_its_start_and_end_and_throttles_progress(
-    backend: MemoryDedupBackend, clock: VirtualClock
+    backend: MemoryRecords, clock: VirtualClock
 ) -> None:
     spec = JobSpecification("t", domain="enwiki")
     status = tracker(backend, clock, spec)
@@ -68,7 +68,7 @@ def test_an_attempt_writes_at_its_start_and_end_and_throttles_progress(
     assert backend.requests == writes + 2
 
 
-def test_failures_and_skips_say_why(backend: MemoryDedupBackend, clock: VirtualClock) -> None:
+def test_failures_and_skips_say_why(backend: MemoryRecords, clock: VirtualClock) -> None:
     spec = JobSpecification("t")
     status = tracker(backend, clock, spec)
     status.started(clock.now())
@@ -86,7 +86,7 @@ def test_failures_and_skips_say_why(backend: MemoryDedupBackend, clock: VirtualC
     assert status_of(backend, other).note == "duplicate: an identical job ran"
 
 
-class UnavailableBackend(MemoryDedupBackend):
+class UnavailableBackend(MemoryRecords):
     """A table that refuses every status write, as a throttled one does."""
 
     def put_status(self, status: JobStatus, expires_at: int) -> None:
@@ -143,7 +143,7 @@ def record(spec: JobSpecification) -> dict[str, Any]:
     }
 
 
-def test_the_runner_records_a_skipped_duplicate(backend: MemoryDedupBackend, clock: VirtualClock) -> None:
+def test_the_runner_records_a_skipped_duplicate(backend: MemoryRecords, clock: VirtualClock) -> None:
     declaration = parse_declaration(
         {"types": {"t": {"class": "testjobs:NoopJob", "remove_duplicates": True, "track_status": True}}}, source="t"
     )

@@ -11,15 +11,15 @@ import pytest
 from rich.console import Console
 
 from jobkit.config import Declaration, parse_declaration
-from jobkit.dedup_memory import MemoryDedupBackend
 from jobkit.errors import JobKitError
 from jobkit.ops import TopSnapshot, TypeLine, resolve_scope
 from jobkit.ops.bodies import safe_text
 from jobkit.ops.dead_letters import DeadLetterListing, dead_letter, judged
 from jobkit.ops.verdict import Claimed, from_runs
 from jobkit.ops.views import dead_letter_detail, dead_letters_table, duration, top_table
-from jobkit.record_keys import JobRef
 from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt, JobRuns
+from jobkit.records.keys import JobRef
+from jobkit.records.memory import MemoryRecords
 from jobkit.spec import JobSpecification
 from jobkit.sqs import sendable_attributes
 
@@ -80,7 +80,7 @@ def test_a_dead_letter_reads_what_it_can_and_trusts_none_of_its_attributes(decla
 
 
 def test_the_jobs_table_gives_the_reason(declaration: Declaration) -> None:
-    records = MemoryDedupBackend()
+    records = MemoryRecords()
     scope = resolve_scope(declaration, "own")
     spec = JobSpecification("own", {"page": "A"}, domain="enwiki").stamped(1000.0)
     records.put_failure(failure(spec, 1, 1001.0, dead_letter_reason="non_retryable"), 2**31)
@@ -91,7 +91,7 @@ def test_the_jobs_table_gives_the_reason(declaration: Declaration) -> None:
     # Without a table, or with one that cannot be read, the reason is unknown, and says why
     assert judged(dead_letter(message(spec.to_message())), scope, None, now=2000.0).reason == "unknown"
 
-    class Unreadable(MemoryDedupBackend):
+    class Unreadable(MemoryRecords):
         def runs(self, job_type: str, job_id: str, limit: int, domain: Any = None) -> dict[str | None, JobRuns]:
             raise DedupUnavailable("AccessDenied")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from jobkit.config import JobType
 from jobkit.errors import SpecError
 from jobkit.outcome import Outcome, RecordResult
-from jobkit.record_keys import JobRef
+from jobkit.records.keys import JobRef
 from jobkit.spec import JobSpecification
 from jobkit.sqs import ENQUEUED_AT_ATTRIBUTE, MAX_JOB_BYTES, DeadLetterReason, message_size, sendable_attributes
 from jobkit.status import NO_STATUS, StatusTracker

@@ -7,7 +7,7 @@ the dashboard. Every runner gets least-privilege IAM: it may consume only its
 own queue, send only to its own queue (delay hops and deferrals), the queues of
 the types its jobs push, and its own DLQ, and use only its own types' records in
 the jobs table, plus the root records of the types its jobs push
-(``dynamodb:LeadingKeys``, see :mod:`jobkit.record_keys`). Apps that push attach
+(``dynamodb:LeadingKeys``, see :mod:`jobkit.records.keys`). Apps that push attach
 the ``ProducerPolicy`` managed policy. What is stored where, and who may read
 it: docs/security.md.
 

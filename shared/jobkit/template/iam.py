@@ -4,7 +4,7 @@ pushes attaches.
 A runner may consume only its own queue, send only to its own queue (delay hops
 and deferrals), the queues of the types its jobs push, and its own DLQ, and use
 only its own types' records in the jobs table, plus the root records of the types
-its jobs push (``dynamodb:LeadingKeys``, see :mod:`jobkit.record_keys`).
+its jobs push (``dynamodb:LeadingKeys``, see :mod:`jobkit.records.keys`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jobkit.config import Declaration, QueueConfig
-from jobkit.record_keys import own_records_pattern, root_records_pattern
+from jobkit.records.keys import own_records_pattern, root_records_pattern
 from jobkit.template.naming import NAMES, QueueIds
 
 #: What the runner does with the table: claims, failure and status records, reads of them.

@@ -12,10 +12,10 @@ backend protocol that stores them.
   it as a new message (a deferral is not an attempt);
 - **status**: what a ``track_status`` job is doing (:mod:`jobkit.status`).
 
-Keys carry their scope (:mod:`jobkit.record_keys`): type first, then the
+Keys carry their scope (:mod:`jobkit.records.keys`): type first, then the
 domain, so reused job IDs and hashes never meet another type's or domain's
-records. Backends: DynamoDB (:mod:`jobkit.dedup_dynamodb`) and memory
-(:mod:`jobkit.dedup_memory`), held to one contract test.
+records. Backends: DynamoDB (:mod:`jobkit.records.dynamodb`) and memory
+(:mod:`jobkit.records.memory`), held to one contract test.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from enum import Enum, StrEnum
 from typing import Any, Final, Literal, Protocol
 
 from jobkit.errors import JobKitError
-from jobkit.record_keys import JobRef
+from jobkit.records.keys import JobRef
 
 DAY_S = 24 * 3600
 ROOT_RECORD_TTL_S = 28 * DAY_S  # MediaWiki's JobQueue::ROOTJOB_TTL

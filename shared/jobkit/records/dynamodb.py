@@ -2,7 +2,7 @@
 
 Keys are ``pk`` / ``sk`` and ``expires_at`` is the TTL attribute; the key
 layout, type first so IAM can scope each runner to its own types' records, is
-:mod:`jobkit.record_keys`.
+:mod:`jobkit.records.keys`.
 
 Why the calls go through a boto3 client and not through ``Model.save()`` /
 ``Model.update()``: a losing conditional write must say what it lost to
@@ -18,23 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
-from pynamodb.models import Model
 
-from jobkit.record_keys import (
-    FINAL_SUFFIX,
-    NO_SORT,
-    JobRef,
-    Kind,
-    domain_from_key,
-    domain_key,
-    failure_sort_key,
-    final_sort_key,
-    partition_key,
-    split_runs_sort_key,
-)
 from jobkit.records import (
     ANY_DOMAIN,
     Claim,
@@ -46,76 +32,31 @@ from jobkit.records import (
     JobState,
     JobStatus,
 )
-from jobkit.resources import DEFAULT_PREFIX, ResourceNames
+from jobkit.records.dynamodb_items import (
+    DeferralItem,
+    DeliveryRecord,
+    DuplicateRecord,
+    FailureItem,
+    FinalItem,
+    RootRecord,
+    StatusItem,
+    _Record,
+)
+from jobkit.records.keys import (
+    FINAL_SUFFIX,
+    NO_SORT,
+    JobRef,
+    Kind,
+    domain_from_key,
+    domain_key,
+    failure_sort_key,
+    final_sort_key,
+    partition_key,
+    split_runs_sort_key,
+)
 
 
-class _Record(Model):
-    """Attributes every item has. The table name is set per request: one
-    deployment's table is another's stage, so it is configuration, not schema."""
-
-    class Meta:
-        table_name = ResourceNames(DEFAULT_PREFIX).table
-
-    pk = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    expires_at = NumberAttribute(null=True)
-
-
-class RootRecord(_Record):
-    root_ts = NumberAttribute()
-
-
-class DuplicateRecord(_Record):
-    owner = UnicodeAttribute(null=True)
-    started_at = NumberAttribute(null=True)
-    lease_until = NumberAttribute(null=True)
-    last_success_start = NumberAttribute(null=True)
-
-
-class DeliveryRecord(_Record):
-    state = UnicodeAttribute()
-    owner = UnicodeAttribute(null=True)
-    lease_until = NumberAttribute(null=True)
-
-
-class FailureItem(_Record):
-    job_type = UnicodeAttribute()
-    domain = UnicodeAttribute(null=True)
-    attempt = NumberAttribute()
-    at = NumberAttribute()
-    error_class = UnicodeAttribute()
-    message = UnicodeAttribute()
-    traceback = UnicodeAttribute()
-    dead_letter_reason = UnicodeAttribute(null=True)
-
-
-class FinalItem(_Record):
-    attempt = NumberAttribute()
-    message_id = UnicodeAttribute()
-    started_at = NumberAttribute()
-    succeeded_at = NumberAttribute(null=True)
-
-
-class DeferralItem(_Record):
-    attempts_used = NumberAttribute()
-
-
-class StatusItem(_Record):
-    job_type = UnicodeAttribute()
-    domain = UnicodeAttribute(null=True)
-    state = UnicodeAttribute()
-    attempt = NumberAttribute()
-    updated_at = NumberAttribute()
-    started_at = NumberAttribute(null=True)
-    finished_at = NumberAttribute(null=True)
-    progress = NumberAttribute(null=True)
-    result = UnicodeAttribute(null=True)  # JSON text
-    error = UnicodeAttribute(null=True)
-    will_retry = BooleanAttribute(null=True)
-    note = UnicodeAttribute(null=True)
-
-
-class DynamoDBDedupBackend:
+class DynamoDBRecords:
     """Records in one DynamoDB table.
 
     Args:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from jobkit.record_keys import JobRef
 from jobkit.records import ANY_DOMAIN, Claim, DomainFilter, FailureRecord, FinalAttempt, JobRuns, JobStatus
+from jobkit.records.keys import JobRef
 
 
 @dataclass
@@ -29,7 +29,7 @@ class _Delivery:
     lease_until: float | None
 
 
-class MemoryDedupBackend:
+class MemoryRecords:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.roots: dict[tuple[str, str | None, str], float] = {}
