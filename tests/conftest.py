@@ -14,7 +14,7 @@ from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, load_declaration
 from jobkit.local import LocalStack
 
-from testjobs import HOOKS, RUNS
+from testjobs import BROKEN, HOOKS, RUNS
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -51,7 +51,9 @@ def stack(test_declaration: Declaration, clock: VirtualClock) -> Iterator[LocalS
     with LocalStack(test_declaration, clock=clock, seed=1) as local:
         RUNS.clear()
         HOOKS.clear()
+        BROKEN.clear()
         yield local
+        BROKEN.clear()  # a test that broke a job class leaves it broken for no other
 
 
 class RequestCounter:

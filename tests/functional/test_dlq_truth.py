@@ -15,7 +15,6 @@ On the local stack (moto), through the CLI, with the stack's frozen clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,14 +27,7 @@ from jobkit.sqs import string_attribute
 
 from conftest import START
 from faults import FailCalls
-from testjobs import BROKEN, HOOKS, SimulatedCrash
-
-
-@pytest.fixture(autouse=True)
-def _no_bugs() -> Iterator[None]:
-    BROKEN.clear()
-    yield
-    BROKEN.clear()
+from testjobs import HOOKS, SimulatedCrash
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ between commands that read the same DLQ.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,13 +23,6 @@ from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
 
 from testjobs import BROKEN, HOOKS, RUNS
-
-
-@pytest.fixture(autouse=True)
-def _no_bugs() -> Iterator[None]:
-    BROKEN.clear()
-    yield
-    BROKEN.clear()
 
 
 @pytest.fixture

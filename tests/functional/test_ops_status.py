@@ -29,13 +29,6 @@ from faults import FailCalls
 from testjobs import BROKEN, HOOKS
 
 
-@pytest.fixture(autouse=True)
-def _no_bugs() -> Iterator[None]:
-    BROKEN.clear()
-    yield
-    BROKEN.clear()
-
-
 @pytest.fixture
 def jobkit(stack: LocalStack) -> Cli:
     return cli_for(stack, columns=200, advance=False)

@@ -52,6 +52,7 @@ class Delivery:
     """One delivery of a parsed job: the record, the spec and what we know of it.
 
     Attributes:
+        job_class: the class the declaration names for the type.
         attempt: which attempt this is (a stage may correct it).
         context: the Lambda context of the invocation, if any.
         status: the job's status tracker (the status stage attaches one).
@@ -61,6 +62,7 @@ class Delivery:
     record: Mapping[str, Any]
     spec: JobSpecification
     job_type: JobType
+    job_class: type[Job]
     attempt: int
     receive_count: int
     context: LambdaContext | None = None

@@ -83,7 +83,7 @@ class Runner:
         self._registry = registry or JobRegistry(declaration)
         self._attempts = Attempts(dedup)
         self._failures = Failures(self.queue, queues, dedup, self._clock, rng or random.Random())
-        kit = StageKit(self.queue, queues, self._clock, self._registry.resolve, dedup, metrics, group_factory)
+        kit = StageKit(self.queue, queues, self._clock, dedup, metrics, group_factory)
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
 
     @property
@@ -136,13 +136,13 @@ class Runner:
         except SpecError as exc:
             return self._failures.poison(record, exc)
         try:
-            self._registry.resolve(spec.type)
+            job_class = self._registry.resolve(spec.type)
         except JobClassError as exc:
             return self._failures.poison(record, exc, spec)
         received = receive_count(record)
         spec = spec.replace(enqueued_at=enqueued_at(record, spec))
         attempt = self._attempts.before(record, spec.type) + received
-        return Delivery(record, spec, job_type, attempt, received, context=context)
+        return Delivery(record, spec, job_type, job_class, attempt, received, context=context)
 
     def _served_type(self, name: str) -> JobType:
         if name not in self.queue.types:

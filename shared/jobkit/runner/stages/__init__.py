@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from jobkit.clock import Clock
 from jobkit.config import QueueConfig
 from jobkit.dedup import DedupStore
-from jobkit.job import Job
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import MetricsPort, QueuePort
 from jobkit.runner.failures import Failures
@@ -39,7 +38,6 @@ class StageKit:
     queue: QueueConfig
     queues: QueuePort
     clock: Clock
-    resolve: Callable[[str], type[Job]]
     dedup: DedupStore | None = None
     metrics: MetricsPort | None = None
     group_factory: Callable[[str | None], QueueGroup] | None = None
@@ -57,7 +55,7 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
         DelayHop(kit.clock, requeue),
         PastLastAttempt(attempts, failures),
         Status(kit.dedup.backend if kit.dedup else None, kit.clock),
-        JobInstance(kit.resolve, failures, kit.group_factory),
+        JobInstance(failures, kit.group_factory),
     ]
     if kit.dedup is not None:
         stages.append(Dedup(kit.dedup, kit.clock, requeue, failures))

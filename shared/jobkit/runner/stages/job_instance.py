@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jobkit.errors import NonRetryableError
-from jobkit.job import Job, JobContext
+from jobkit.job import JobContext
 from jobkit.outcome import RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.failures import Failures
@@ -21,20 +21,13 @@ if TYPE_CHECKING:
 
 
 class JobInstance(Stage):
-    def __init__(
-        self,
-        resolve: Callable[[str], type[Job]],
-        failures: Failures,
-        group_factory: Callable[[str | None], QueueGroup] | None,
-    ) -> None:
-        self._resolve = resolve
+    def __init__(self, failures: Failures, group_factory: Callable[[str | None], QueueGroup] | None) -> None:
         self._failures = failures
         self._group_factory = group_factory
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
-        job_class = self._resolve(delivery.spec.type)  # resolved before the stages: it cannot fail here
         try:
-            delivery.job = job_class(delivery.spec, self._context(delivery))
+            delivery.job = delivery.job_class(delivery.spec, self._context(delivery))
         except Exception as exc:  # the job's own constructor failed: a failed attempt
             return self._failures.fail(delivery, exc, None, permanent=isinstance(exc, NonRetryableError), fields={})
         return None
