@@ -63,7 +63,7 @@ sam-check: $(VENV)/.dev $(SAM_VENV)/.installed
 	$(SAM_VENV)/bin/sam validate --lint --template template.yaml
 	$(SAM_VENV)/bin/sam build --template template.yaml --build-dir .aws-sam/build
 	test -f .aws-sam/build/JobkitLayer/python/jobkit/__init__.py
-	test -f .aws-sam/build/JobkitLayer/python/pynamodb/__init__.py
+	test -f .aws-sam/build/JobkitLayer/python/aws_lambda_powertools/__init__.py
 	test ! -e .aws-sam/build/JobkitLayer/python/botocore
 	@echo "sam-check: template current, lint-clean, validated and built"
 

@@ -199,6 +199,29 @@ class EnforceSqsSizeLimit:
         return _error(problem[0], 400, problem[1])
 
 
+class EnforceSqsAttributeLimit:
+    """AWS's rule that a message has at most 10 message attributes, which moto
+    does not enforce: a SendMessage with more fails as AWS fails it."""
+
+    LIMIT = 10
+
+    def __init__(self, client: Any) -> None:
+        self.rejected = 0
+        events = client.meta.events
+        events.register("provide-client-params.sqs.SendMessage", self._check)
+        events.register("before-call.sqs.SendMessage", self._reject)
+
+    def _check(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        if len(params.get("MessageAttributes") or {}) > self.LIMIT:
+            context["faults.too_many_attributes"] = True
+
+    def _reject(self, context: dict[str, Any] | None = None, **_: Any) -> Any:
+        if not (context or {}).get("faults.too_many_attributes"):
+            return None
+        self.rejected += 1
+        return _error("InvalidParameterValue", 400, f"Number of message attributes cannot exceed {self.LIMIT}.")
+
+
 class FaultSet:
     """Throttles and server errors on every SQS and DynamoDB operation of two
     clients, each call failing with probability ``rate``: the soak's weather.

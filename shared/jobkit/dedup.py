@@ -3,7 +3,7 @@ claims; and the other records a runner keeps of a job's attempts.
 
 :class:`DedupStore` holds the logic: what a record means, leases, the
 per-container root cache, time-to-live, and fail-open. A
-:class:`~jobkit.records.RecordsBackend` stores the records: DynamoDB in
+:class:`~jobkit.records.store.Records` stores the records: DynamoDB in
 production (:mod:`jobkit.records.dynamodb`), memory in unit tests
 (:mod:`jobkit.records.memory`). Every backend write that can lose is one
 conditional write that reports what it lost to, so no second read is ever
@@ -60,9 +60,9 @@ from jobkit.records import (
     FailureRecord,
     FinalAttempt,
     JobRuns,
-    RecordsBackend,
 )
 from jobkit.records.keys import JobRef
+from jobkit.records.store import Records
 from jobkit.spec import MAX_CLOCK_SKEW_S, JobSpecification
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Admission:
 
 class DedupStore:
     """De-duplication logic, and the runner's records of attempts, over a
-    :class:`~jobkit.records.RecordsBackend`.
+    :class:`~jobkit.records.store.Records`.
 
     Args:
         backend: where records live.
@@ -121,7 +121,7 @@ class DedupStore:
 
     def __init__(
         self,
-        backend: RecordsBackend,
+        backend: Records,
         *,
         clock: Clock | None = None,
         root_cache_ttl_s: float = 15.0,

@@ -27,11 +27,20 @@ def error_message(job: Job | None, error: BaseException) -> str:
     """The job's own account of ``error`` (``str(error)`` unless it overrides it),
     as text every store can hold."""
     if job is None:
-        return storable(str(error))[:MAX_MESSAGE_CHARS]
+        return storable(text_of(error))[:MAX_MESSAGE_CHARS]
     try:
         return storable(str(job.error_message(error)))[:MAX_MESSAGE_CHARS]
     except Exception:  # a broken hook must not lose the failure: keep the class only
         log.exception("%s.error_message() raised; keeping only the error's class", type(job).__name__)
+        return ""
+
+
+def text_of(error: BaseException) -> str:
+    """``str(error)``, or nothing when the error's ``__str__`` itself raises
+    (the failure is still recorded, by its class)."""
+    try:
+        return str(error)
+    except Exception:
         return ""
 
 
@@ -55,7 +64,7 @@ def traceback_tail(error: BaseException, message: str, lines: int = TRACEBACK_LI
     """The last lines of the traceback. When the job reworded its error, only
     the frames are kept, and the last line says what the job allowed: a chained
     exception's message could hold what it kept out."""
-    if message == storable(str(error)):
+    if message == storable(text_of(error)):
         formatted = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         return storable("\n".join(formatted.splitlines()[-lines:]))
     frames = "".join(traceback.format_tb(error.__traceback__)).splitlines()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
@@ -72,23 +73,24 @@ class EmfMetrics:
                 self._timings[result.job_type][metric].append(value)
 
     def flush(self) -> None:
+        """Write what was recorded, and forget it first: a write that fails
+        loses this batch's metrics rather than counting them again in the next."""
         stream = self._stream or sys.stdout
-        for job_type in sorted(set(self._counts) | set(self._timings)):
-            for document in self._documents(job_type):
+        counts, timings = self._counts, self._timings
+        self._counts, self._timings = defaultdict(Counter), defaultdict(lambda: defaultdict(list))
+        for job_type in sorted(set(counts) | set(timings)):
+            for document in self._documents(job_type, counts.get(job_type, Counter()), timings.get(job_type, {})):
                 stream.write(json.dumps(document, separators=(",", ":")) + "\n")
         stream.flush()
-        self._counts.clear()
-        self._timings.clear()
 
-    def _documents(self, job_type: str) -> list[Any]:
-        timings: dict[str, list[float]] = self._timings.get(job_type, {})
+    def _documents(self, job_type: str, counts: Mapping[str, int], timings: Mapping[str, list[float]]) -> list[Any]:
         chunks = max([1] + [-(-len(values) // MAX_VALUES_PER_DOCUMENT) for values in timings.values()])
         documents = []
         for chunk in range(chunks):
             metrics = EphemeralMetrics(namespace=self._namespace)
             metrics.add_dimension(DIMENSION, job_type)
             if chunk == 0:
-                for name, count in self._counts.get(job_type, {}).items():
+                for name, count in counts.items():
                     metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
             start = chunk * MAX_VALUES_PER_DOCUMENT
             for name, values in timings.items():

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from jobkit import lazy_push
 from jobkit.children import ChildIds, derived_job_id
@@ -39,6 +39,9 @@ from jobkit.sqs import (
     send_with_retries,
     string_attribute,
 )
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
 
 __all__ = ["JobQueueGroup", "PushTransport", "RootJobRecorder", "derived_job_id"]
 
@@ -108,8 +111,8 @@ class JobQueueGroup:
         *,
         declaration: Declaration | None = None,
         transport: PushTransport | None = None,
-        sqs_client: Any = None,
-        sqs_client_factory: Callable[[], Any] | None = None,
+        sqs_client: SQSClient | None = None,
+        sqs_client_factory: Callable[[], SQSClient] | None = None,
         queue_urls: Mapping[str, str] | None = None,
         dedup_store: RootJobRecorder | None = None,
         clock: Clock | None = None,

@@ -31,7 +31,7 @@ from jobkit.errors import JobKitError
 from jobkit.records import STATUS_RECORD_TTL_S, JobState, JobStatus
 
 if TYPE_CHECKING:
-    from jobkit.records import RecordsBackend
+    from jobkit.records.store import Records
     from jobkit.spec import JobSpecification
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class RecordingStatusTracker(StatusTracker):
         clock: the time source, for progress throttling and expiry.
     """
 
-    def __init__(self, backend: RecordsBackend, spec: JobSpecification, attempt: int, clock: Clock) -> None:
+    def __init__(self, backend: Records, spec: JobSpecification, attempt: int, clock: Clock) -> None:
         self._backend = backend
         self._clock = clock
         self._status = JobStatus(spec.id, spec.type, spec.domain, JobState.RUNNING, attempt, clock.now())

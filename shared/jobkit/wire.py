@@ -72,7 +72,12 @@ def decode(body: str | bytes) -> Any:
             deeply to parse, a key twice in one object, or a lone surrogate.
     """
     try:
-        data = json.loads(body, parse_constant=_reject_constant, object_pairs_hook=_object_without_duplicates)
+        data = json.loads(
+            body,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_object_without_duplicates,
+        )
     except RecursionError as exc:  # e.g. 10,000 nested arrays: json's C parser recurses
         raise SpecError("message body nests too deeply to parse") from exc
     except _DuplicateKey as exc:
@@ -90,6 +95,15 @@ def decode(body: str | bytes) -> Any:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number too large for a double (``1e400``) would become infinity,
+    which no JSON writer can send on: refused like ``Infinity``."""
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"the number {text[:40]} is too large for a double")
+    return value
 
 
 class _DuplicateKey(Exception):
@@ -150,7 +164,7 @@ def validate(data: Any) -> None:
             f"wire version {version} is newer than this runner reads (v{WIRE_VERSION}):"
             " deploy a jobkit that reads it before producers send it, then redrive"
         )
-    if version != WIRE_VERSION or isinstance(version, bool):
+    if version != WIRE_VERSION or type(version) is not int:  # not true, not 1.0
         raise SpecError(f"unsupported wire version {short(version)} (this runner reads v{WIRE_VERSION})")
     missing = [name for name in _REQUIRED if name not in data]
     if missing:

@@ -22,17 +22,20 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, declaration_from_environment
 from jobkit.dedup import DedupStore
 from jobkit.errors import ConfigError
-from jobkit.records import DedupUnavailable
+from jobkit.records.dynamodb import DynamoDBTable
+from jobkit.records.store import Records
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_sqs.client import SQSClient
+
     from jobkit.push import JobQueueGroup
-    from jobkit.records import RecordsBackend
     from jobkit.registry import JobRegistry
     from jobkit.runner import MetricsPort, Runner
     from jobkit.sqs import QueueDirectory
@@ -85,42 +88,12 @@ class AwsClients:
             return self._clients[service]
 
     @property
-    def sqs(self) -> Any:
-        return self.client("sqs")
+    def sqs(self) -> SQSClient:
+        return cast("SQSClient", self.client("sqs"))
 
     @property
-    def dynamodb(self) -> Any:
-        return self.client("dynamodb")
-
-
-class LazyRecords:
-    """The DynamoDB records backend, built on first use.
-
-    A DynamoDB client (its service model) and pynamodb cost about 300 ms to
-    load; a process whose jobs never touch the jobs table (plain jobs that
-    succeed, an app that pushes no root job) should not pay that. A backend
-    that cannot even be built (no region, say) is unavailable like a throttled
-    table: callers fail open.
-    """
-
-    def __init__(self, clients: AwsClients, table_name: str) -> None:
-        self._clients = clients
-        self._table_name = table_name
-        self._backend: Any = None
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        with self._lock:
-            if self._backend is None:
-                from botocore.exceptions import BotoCoreError
-
-                from jobkit.records.dynamodb import DynamoDBRecords
-
-                try:
-                    self._backend = DynamoDBRecords(self._clients.dynamodb, self._table_name)
-                except BotoCoreError as exc:
-                    raise DedupUnavailable(f"no DynamoDB client for the jobs table: {exc}") from exc
-        return getattr(self._backend, name)
+    def dynamodb(self) -> DynamoDBClient:
+        return cast("DynamoDBClient", self.client("dynamodb"))
 
 
 class Wiring:
@@ -168,9 +141,10 @@ class Wiring:
     # -- the jobs table --------------------------------------------------------------
 
     @cached_property
-    def records(self) -> RecordsBackend:
-        """The jobs table (built on first use)."""
-        return LazyRecords(self.clients, self.declaration.table_name)
+    def records(self) -> Records:
+        """The jobs table (its client is made on the first request)."""
+        clients = self.clients
+        return Records(DynamoDBTable(None, self.declaration.table_name, connect=lambda: clients.dynamodb))
 
     def store(self) -> DedupStore:
         """A records store with a root cache of its own: one per container."""

@@ -14,10 +14,10 @@ from moto import mock_aws
 from jobkit.config import Declaration
 from jobkit.local.provision import provision_table
 from jobkit.records import FailureRecord, FinalAttempt, JobState, JobStatus
-from jobkit.records import RecordsBackend as DedupBackend
 from jobkit.records.dynamodb import DynamoDBRecords
 from jobkit.records.keys import JobRef
 from jobkit.records.memory import MemoryRecords
+from jobkit.records.store import Records as DedupBackend
 
 SIG = "a" * 40
 JOB = JobRef("t", "enwiki", "job-1")

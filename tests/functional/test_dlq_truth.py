@@ -308,8 +308,11 @@ HOSTILE: dict[str, tuple[str, str | None]] = {
     "400-digit number": (json.dumps(wire("digits", enqueuedAt=10**400)), "field 'enqueuedAt'"),
     "not JSON": ("{this is not json", "not valid JSON"),
     "a key given twice": (json.dumps(wire("twice")).replace('"v": 1', '"v": 1, "v": 1'), "twice"),
-    # Valid as a job (json reads 1e400 as infinity), but not JSON that can be written out again
-    "number beyond a float": (json.dumps(wire("infinite")).replace('"params": {}', '"params": {"x": 1e400}'), None),
+    # json would read 1e400 as infinity, which no JSON writer can send on: poison, as for the runner
+    "number beyond a float": (
+        json.dumps(wire("infinite")).replace('"params": {}', '"params": {"x": 1e400}'),
+        "too large for a double",
+    ),
 }
 
 
@@ -339,9 +342,6 @@ def test_every_dlq_command_survives_any_body(stack: LocalStack, jobkit: Cli) -> 
     assert len(by_message) == len(HOSTILE) + 2
     for name, (_, phrase) in HOSTILE.items():
         dead = by_message[ids[name]]
-        if phrase is None:
-            assert (dead["readable"], dead["reason"], dead["verified"]) == (True, "unknown", False), name
-            continue
         assert (dead["readable"], dead["job_id"], dead["type"], dead["claimed_type"]) == (False, None, None, "rare")
         assert (dead["reason"], dead["verified"], dead["error_class"]) == ("poison", True, "SpecError"), name
         assert phrase in dead["error"], (name, dead["error"])
@@ -354,7 +354,7 @@ def test_every_dlq_command_survives_any_body(stack: LocalStack, jobkit: Cli) -> 
         assert isinstance(shown["body"], str) or shown["body"]["id"] != "infinite"
         jobkit("dlq", "show", "rare", message_id)  # its message ID selects it in a type's scope too
     # The type's scope holds its jobs only: the one the runner dead-lettered and the valid one
-    assert {d["job_id"] for d in listed(jobkit, "rare")} == {normal.id, "infinite"}
+    assert {d["job_id"] for d in listed(jobkit, "rare")} == {normal.id}
     # A verified error finds a hostile one to redrive; a message ID finds another
     redriven = as_json(jobkit, "dlq", "redrive", "lowTraffic", "--error-contains", "nests too deeply")
     assert redriven["message_ids"] == [ids["nested 10,000 deep"]]
@@ -362,12 +362,12 @@ def test_every_dlq_command_survives_any_body(stack: LocalStack, jobkit: Cli) -> 
     assert stack.queue_depth("lowTraffic") == 2
     # Purging the type removes its jobs and leaves the rest
     purged = as_json(jobkit, "dlq", "purge", "rare", "--yes")
-    assert set(purged["job_ids"]) == {normal.id, "infinite"}
+    assert set(purged["job_ids"]) == {normal.id}
     # Each of the rest is deleted by its message ID, in the type's scope
     rest = [
         ids[n]
         for n in (*HOSTILE, "forged digits")
-        if n not in ("nested 10,000 deep", "lone surrogate", "number beyond a float")
+        if n not in ("nested 10,000 deep", "lone surrogate")
     ]
     for message_id in rest:
         assert as_json(jobkit, "dlq", "delete", "rare", message_id, "--yes")["message_ids"] == [message_id]

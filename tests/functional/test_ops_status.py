@@ -19,9 +19,9 @@ from jobkit.config import Declaration
 from jobkit.local import LocalStack
 from jobkit.local.provision import provision_table
 from jobkit.outcome import Outcome
-from jobkit.records import RecordsBackend as DedupBackend
 from jobkit.records.dynamodb import DynamoDBRecords
 from jobkit.records.memory import MemoryRecords
+from jobkit.records.store import Records as DedupBackend
 from jobkit.status import JobState, JobStatus
 
 from conftest import START, RequestCounter

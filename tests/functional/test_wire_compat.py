@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from jobkit import JobSpecification
+from jobkit.errors import SpecError
 from jobkit.local import LocalStack
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
 
@@ -67,3 +70,19 @@ def test_a_newer_major_version_is_poison_with_the_reason_and_never_runs(stack: L
     assert attributes["jobkit.reason"]["StringValue"] == "poison"
     assert "wire version 2 is newer than this runner reads (v1)" in attributes["jobkit.error"]["StringValue"]
     assert json.loads(dead["Body"]) == body  # kept whole, for a redrive once the runners read v2
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"params": {"x": 1e400}}, "too large for a double"),
+        ({"v": 1.0}, "unsupported wire version 1.0"),
+        ({"v": True}, "unsupported wire version True"),
+    ],
+    ids=["a number that would be infinity", "v as a float", "v as a boolean"],
+)
+def test_what_json_readers_disagree_on_is_poison(fields: dict[str, Any], reason: str) -> None:
+    data = {"v": 1, "id": "j", "type": "noop", "params": {}, "enqueuedAt": 1.0, **fields}
+    text = json.dumps(data).replace("1e+400", "1e400").replace("Infinity", "1e400")
+    with pytest.raises(SpecError, match=reason):
+        JobSpecification.from_message(text)

@@ -163,3 +163,13 @@ def test_receiving_asks_for_no_more_than_the_limit() -> None:
     receive, asked = receiver([str(n) for n in range(10)], [str(n) for n in range(10, 20)])
     assert sum(len(batch) for batch in new_messages(receive, limit=13)) == 13
     assert asked == [10, 3]
+
+
+def test_a_binary_attribute_is_sent_again_as_the_bytes_it_was() -> None:
+    from jobkit.sqs.attributes import sendable_attributes
+
+    # Lambda's event spells binary values as base64 text; ReceiveMessage (boto3) as bytes
+    lambda_shaped = {"trace": {"dataType": "Binary", "binaryValue": "AAH/dHJhY2U="}}
+    boto_shaped = {"trace": {"DataType": "Binary", "BinaryValue": b"\x00\x01\xfftrace"}}
+    assert sendable_attributes(lambda_shaped) == sendable_attributes(boto_shaped)
+    assert sendable_attributes(lambda_shaped)["trace"] == {"DataType": "Binary", "BinaryValue": b"\x00\x01\xfftrace"}

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from jobkit.push import JobQueueGroup
-    from jobkit.records import RecordsBackend
+    from jobkit.records.store import Records
     from jobkit.sqs import QueueDirectory
     from jobkit.wiring import AwsClients, Wiring
 
@@ -92,7 +92,7 @@ class CliConfig:
         return self.wiring.directory
 
     @property
-    def records(self) -> RecordsBackend:
+    def records(self) -> Records:
         """The jobs table: failure and status records."""
         return self.wiring.records
 

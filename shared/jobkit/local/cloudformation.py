@@ -20,7 +20,10 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
 
 ARTIFACT_BUCKET = "jobkit-local-artifacts"
 CODE_PROPERTIES = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVersion": "ContentUri"}
@@ -105,7 +108,7 @@ def _disable_event_source_mappings(lambda_: Any) -> None:
         lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
 
 
-def _enable_ttl(dynamodb: Any, template: Mapping[str, Any], outputs: Mapping[str, str]) -> None:
+def _enable_ttl(dynamodb: DynamoDBClient, template: Mapping[str, Any], outputs: Mapping[str, str]) -> None:
     for resource in template["Resources"].values():
         ttl = resource.get("Properties", {}).get("TimeToLiveSpecification")
         if resource["Type"] == "AWS::DynamoDB::Table" and ttl and ttl.get("Enabled"):

@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration
@@ -178,7 +179,7 @@ def summarize(results: Sequence[RecordResult], pushed: Counter[str], job_types: 
     return summaries
 
 
-def _reason(message: dict[str, object]) -> str:
+def _reason(message: Mapping[str, Any]) -> str:
     attributes = message.get("MessageAttributes") or {}
     assert isinstance(attributes, dict)
 

@@ -17,13 +17,18 @@ Redrive to the DLQ at ``maxReceiveCount`` is SQS's job, and moto does it.
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.local.lambda_context import FakeLambdaContext
 from jobkit.sqs import delete_in_chunks, new_messages, receive_messages
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +43,7 @@ class EventSourceMapping:
 
     def __init__(
         self,
-        sqs_client: Any,
+        sqs_client: SQSClient,
         queue_url: str,
         queue_arn: str,
         handler: Handler,
@@ -71,7 +76,7 @@ class EventSourceMapping:
             return 0
         return self.deliver(messages)
 
-    def deliver(self, messages: list[dict[str, Any]]) -> int:
+    def deliver(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Invoke the handler with messages already received (ReceiveMessage shape),
         then delete the ones it did not report as failed. Calling it twice with
         the same messages is SQS delivering them twice. Returns the batch size."""
@@ -96,10 +101,10 @@ class EventSourceMapping:
         self._delete([m for m in messages if m["MessageId"] not in failed])
         return len(messages)
 
-    def _receive(self) -> list[dict[str, Any]]:
+    def _receive(self) -> list[MessageTypeDef]:
         failures = 0
 
-        def receive(wanted: int) -> list[dict[str, Any]]:
+        def receive(wanted: int) -> list[MessageTypeDef]:
             nonlocal failures
             while failures <= MAX_RECEIVE_RETRIES:
                 try:
@@ -128,7 +133,7 @@ class EventSourceMapping:
             ids.add(identifier)
         return ids
 
-    def _delete(self, messages: list[dict[str, Any]]) -> None:
+    def _delete(self, messages: Sequence[Mapping[str, Any]]) -> None:
         for chunk in delete_in_chunks(
             self._sqs, self.queue_url, messages, lambda m: m["ReceiptHandle"], catching=(Exception,)
         ):
@@ -144,7 +149,7 @@ class EventSourceMapping:
                 log.warning("DeleteMessageBatch: %d message(s) not deleted will be delivered again", len(chunk.failed))
 
 
-def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str = "us-east-1") -> dict[str, Any]:
+def sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str, region: str = "us-east-1") -> dict[str, Any]:
     """A Lambda SQS event for messages from ReceiveMessage (as Lambda shapes it)."""
     return {"Records": [lambda_record(message, queue_arn, region) for message in messages]}
 
@@ -159,7 +164,7 @@ def lambda_record(message: Mapping[str, Any], queue_arn: str, region: str = "us-
         "messageAttributes": {
             name: {
                 "stringValue": value.get("StringValue"),
-                "binaryValue": value.get("BinaryValue"),
+                "binaryValue": _base64(value.get("BinaryValue")),
                 "stringListValues": [],
                 "binaryListValues": [],
                 "dataType": value["DataType"],
@@ -171,3 +176,9 @@ def lambda_record(message: Mapping[str, Any], queue_arn: str, region: str = "us-
         "eventSourceARN": queue_arn,
         "awsRegion": region,
     }
+
+
+def _base64(value: bytes | None) -> str | None:
+    """Lambda's event carries a binary attribute as base64 text (ReceiveMessage
+    through boto3 gives the bytes)."""
+    return None if value is None else base64.b64encode(value).decode("ascii")

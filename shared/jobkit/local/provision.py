@@ -7,13 +7,17 @@ for a real deployment.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from jobkit.config import Declaration
 from jobkit.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_sqs.client import SQSClient
 
-def provision_queues(sqs: Any, declaration: Declaration) -> dict[str, str]:
+
+def provision_queues(sqs: SQSClient, declaration: Declaration) -> dict[str, str]:
     """Create every queue and its DLQ. Returns SQS queue name -> URL."""
     urls: dict[str, str] = {}
     for queue, config in declaration.queues.items():
@@ -38,7 +42,7 @@ def provision_queues(sqs: Any, declaration: Declaration) -> dict[str, str]:
     return urls
 
 
-def provision_table(dynamodb: Any, declaration: Declaration) -> None:
+def provision_table(dynamodb: DynamoDBClient, declaration: Declaration) -> None:
     """Create the dedup/failure-record table: on-demand, encrypted, with TTL."""
     pk, sk = TABLE_KEYS
     dynamodb.create_table(

@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.outcome import Outcome, RecordResult
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
 
 
 class ResultLog:
@@ -51,7 +54,7 @@ class EnqueueCounter:
     Re-enqueues (delay hops, deferrals) and DLQ copies use SendMessage and are
     not counted."""
 
-    def __init__(self, sqs_client: Any) -> None:
+    def __init__(self, sqs_client: SQSClient) -> None:
         self.by_type: Counter[str] = Counter()
         events = sqs_client.meta.events
         events.register("provide-client-params.sqs.SendMessageBatch", self._remember)

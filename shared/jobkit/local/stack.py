@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
@@ -39,11 +39,14 @@ from jobkit.local.moto_time import (
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.results import ResultLog
 from jobkit.push import JobQueueGroup
-from jobkit.records import RecordsBackend
+from jobkit.records.store import Records
 from jobkit.registry import JobRegistry
 from jobkit.runner import Runner
 from jobkit.sqs import new_messages, receive_messages
 from jobkit.wiring import AwsClients, Wiring
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
 
 ACCOUNT_ID = "123456789012"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_session_token": "testing"}
@@ -193,7 +196,7 @@ class LocalStack:
         return self.wiring.group(domain)
 
     @property
-    def records(self) -> RecordsBackend:
+    def records(self) -> Records:
         """The jobs table."""
         return self.wiring.records
 
@@ -348,7 +351,7 @@ class LocalStack:
         )["Attributes"]
         return sum(int(v) for v in attributes.values())
 
-    def dead_letters(self, queue: str) -> list[dict[str, Any]]:
+    def dead_letters(self, queue: str) -> list[MessageTypeDef]:
         """The messages in a queue's DLQ (received and made visible again at once)."""
         url = self.queue_urls[self.declaration.dlq_name(queue)]
         receive = functools.partial(receive_messages, self.sqs, url, visibility_timeout_s=30)

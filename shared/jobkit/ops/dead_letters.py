@@ -25,7 +25,8 @@ from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
 from jobkit.ops.verdict import Claimed, Reason, Verdict, check_times, check_type, from_runs, poison, unknown
-from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt, RecordsBackend
+from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt
+from jobkit.records.store import Records
 from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, QueueDirectory
 
@@ -244,7 +245,7 @@ def dead_letter(message: Mapping[str, Any]) -> DeadLetter:
 
 
 def judged(
-    dead: DeadLetter, scope: Scope, records: RecordsBackend | None, *, now: float, limit: int = LIST_RECORD_LIMIT
+    dead: DeadLetter, scope: Scope, records: Records | None, *, now: float, limit: int = LIST_RECORD_LIMIT
 ) -> DeadLetter:
     """The dead letter with why it died: the tool's own check of the type, then
     one query of the job's records in the jobs table, then the tool's own check
@@ -270,7 +271,7 @@ def judged(
 
 
 def _from_records(
-    dead: DeadLetter, records: RecordsBackend | None, spec: JobSpecification, since: float, limit: int
+    dead: DeadLetter, records: Records | None, spec: JobSpecification, since: float, limit: int
 ) -> tuple[Verdict, tuple[FailureRecord, ...], FinalAttempt | None]:
     if records is None:
         return unknown("the jobs table was not read"), (), None
@@ -309,7 +310,7 @@ def list_dead_letters(
     directory: QueueDirectory,
     scope: Scope,
     *,
-    records: RecordsBackend | None = None,
+    records: Records | None = None,
     now: float | None = None,
     limit: int | None = 100,
     ids: Iterable[str] = (),
@@ -354,7 +355,7 @@ def _round(value: float | None) -> float | None:
 
 
 def find_dead_letters(
-    sqs: SQSClient, directory: QueueDirectory, scope: Scope, id_: str, *, records: RecordsBackend | None, now: float
+    sqs: SQSClient, directory: QueueDirectory, scope: Scope, id_: str, *, records: Records | None, now: float
 ) -> DeadLetterListing:
     """Every dead letter of a scope with a job or message ID, with all its records (for ``show``)."""
     return list_dead_letters(

@@ -10,7 +10,8 @@ from jobkit.config import Declaration
 from jobkit.errors import JobKitError, SpecError
 from jobkit.ops.dead_letters import failure_to_json, final_to_json
 from jobkit.push import JobQueueGroup
-from jobkit.records import ANY_DOMAIN, DomainFilter, FailureRecord, FinalAttempt, JobRuns, RecordsBackend
+from jobkit.records import ANY_DOMAIN, DomainFilter, FailureRecord, FinalAttempt, JobRuns
+from jobkit.records.store import Records
 from jobkit.spec import JobSpecification
 from jobkit.status import JobStatus
 
@@ -82,7 +83,7 @@ class JobReport:
 
 
 def job_report(
-    records: RecordsBackend,
+    records: Records,
     declaration: Declaration,
     job_id: str,
     *,
@@ -105,9 +106,7 @@ def job_report(
     return JobReport(job_id, matches)
 
 
-def _matches(
-    records: RecordsBackend, job_type: str, job_id: str, failure_limit: int, domain: DomainFilter
-) -> list[JobMatch]:
+def _matches(records: Records, job_type: str, job_id: str, failure_limit: int, domain: DomainFilter) -> list[JobMatch]:
     statuses = {s.domain: s for s in records.statuses(job_type, job_id)}
     runs = records.runs(job_type, job_id, failure_limit, domain)
     domains = sorted({*statuses, *runs}, key=lambda d: (d is not None, d or ""))

@@ -34,15 +34,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.ops.dead_letters import DeadLetter, dead_letter, judged, list_dead_letters
 from jobkit.ops.scan import QueueScan
 from jobkit.ops.scope import Scope
-from jobkit.records import RecordsBackend
+from jobkit.records.store import Records
 from jobkit.sqs import Outgoing, QueueDirectory, delete_in_chunks, pack_batches, send_batch, sendable_attributes
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +98,11 @@ class RedriveReport:
 
 
 def redrive(
-    sqs: Any,
+    sqs: SQSClient,
     directory: QueueDirectory,
     scope: Scope,
     *,
-    records: RecordsBackend | None = None,
+    records: Records | None = None,
     ids: Sequence[str] = (),
     error_contains: str | None = None,
     dry_run: bool = False,
@@ -138,7 +141,7 @@ def redrive(
     return report
 
 
-def _start_move_task(sqs: Any, directory: QueueDirectory, scope: Scope) -> RedriveReport:
+def _start_move_task(sqs: SQSClient, directory: QueueDirectory, scope: Scope) -> RedriveReport:
     queue_url, dlq_url = scope.urls(directory)
     dlq = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn", "ApproximateNumberOfMessages"])
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -157,12 +160,12 @@ def _start_move_task(sqs: Any, directory: QueueDirectory, scope: Scope) -> Redri
 class _Filter:
     """Which dead letters of a scope a copy redrive takes."""
 
-    records: RecordsBackend | None
+    records: Records | None
     ids: Sequence[str]
     error_contains: str | None
     now: float
 
-    def chosen(self, scope: Scope, batch: Iterable[dict[str, Any]]) -> list[DeadLetter]:
+    def chosen(self, scope: Scope, batch: Iterable[Mapping[str, Any]]) -> list[DeadLetter]:
         chosen = []
         for message in batch:
             dead = dead_letter(message)
@@ -176,7 +179,7 @@ class _Filter:
 
 
 def _copy(
-    sqs: Any, directory: QueueDirectory, scope: Scope, choose: _Filter, on_progress: Progress | None
+    sqs: SQSClient, directory: QueueDirectory, scope: Scope, choose: _Filter, on_progress: Progress | None
 ) -> RedriveReport:
     queue_url, dlq_url = scope.urls(directory)
     report = RedriveReport("copy", scope)
@@ -197,7 +200,7 @@ def _copy(
     return report
 
 
-def _send(sqs: Any, group: list[Outgoing[DeadLetter]], report: RedriveReport) -> list[DeadLetter]:
+def _send(sqs: SQSClient, group: list[Outgoing[DeadLetter]], report: RedriveReport) -> list[DeadLetter]:
     """Send copies; one not sent stays in the DLQ."""
     result = send_batch(sqs, group)
     for failure in result.failed:
@@ -206,7 +209,7 @@ def _send(sqs: Any, group: list[Outgoing[DeadLetter]], report: RedriveReport) ->
     return [copy.item for copy in result.sent]
 
 
-def _delete(sqs: Any, dlq_url: str, sent: list[DeadLetter], report: RedriveReport) -> list[str]:
+def _delete(sqs: SQSClient, dlq_url: str, sent: list[DeadLetter], report: RedriveReport) -> list[str]:
     """Delete the dead letters that were sent; one not deleted is in both queues (at least once)."""
     from botocore.exceptions import BotoCoreError, ClientError
 

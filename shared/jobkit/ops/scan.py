@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.sqs import new_messages, receive_messages, release_in_chunks
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,7 @@ class QueueScan:
     """
 
     def __init__(
-        self, sqs: Any, queue_url: str, *, visibility_timeout_s: int = PEEK_VISIBILITY_S, limit: int | None = None
+        self, sqs: SQSClient, queue_url: str, *, visibility_timeout_s: int = PEEK_VISIBILITY_S, limit: int | None = None
     ) -> None:
         self._sqs = sqs
         self._url = queue_url
@@ -69,7 +73,7 @@ class QueueScan:
             self._approximate_count = int(attributes["Attributes"]["ApproximateNumberOfMessages"])
         return self._approximate_count
 
-    def batches(self) -> Iterator[list[dict[str, Any]]]:
+    def batches(self) -> Iterator[list[MessageTypeDef]]:
         """Batches of messages not seen before, until the queue has no more.
 
         Short polls only (a long poll would wait on an empty queue): the scan
@@ -84,7 +88,7 @@ class QueueScan:
             max_fruitless=MAX_FRUITLESS_RECEIVES,
         )
 
-    def _receive(self, wanted: int) -> list[dict[str, Any]]:
+    def _receive(self, wanted: int) -> list[MessageTypeDef]:
         received = receive_messages(
             self._sqs, self._url, wanted, visibility_timeout_s=self._visibility_timeout_s, wait_time_s=0
         )

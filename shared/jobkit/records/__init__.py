@@ -1,5 +1,4 @@
-"""The records of the jobs table: what they hold, how long they live, and the
-backend protocol that stores them.
+"""The records of the jobs table: what they hold and how long they live.
 
 - **root**: the newest rootJobTimestamp of a (type, domain, rootJobSignature);
 - **duplicate claim**: who runs a dedup hash now, and when its last successful run started;
@@ -14,7 +13,9 @@ backend protocol that stores them.
 
 Keys carry their scope (:mod:`jobkit.records.keys`): type first, then the
 domain, so reused job IDs and hashes never meet another type's or domain's
-records. Backends: DynamoDB (:mod:`jobkit.records.dynamodb`) and memory
+records. :class:`jobkit.records.store.Records` writes and reads every kind
+over five item primitives (:mod:`jobkit.records.table`); a backend implements
+only those: DynamoDB (:mod:`jobkit.records.dynamodb`) and memory
 (:mod:`jobkit.records.memory`), held to one contract test.
 """
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import Enum, StrEnum
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
 from jobkit.errors import JobKitError
 from jobkit.records.keys import JobRef
@@ -165,63 +166,3 @@ class JobStatus:
             "will_retry": self.will_retry,
             "note": self.note,
         }
-
-
-class RecordsBackend(Protocol):
-    """Record storage. Every method may raise :class:`DedupUnavailable`."""
-
-    def advance_root(
-        self, job_type: str, domain: str | None, signature: str, timestamp: float, expires_at: int
-    ) -> float:
-        """Set the root's newest timestamp to ``timestamp`` if that is newer.
-        Returns the newest stored timestamp after the call."""
-        ...
-
-    def claim_duplicate(
-        self, job_type: str, key: str, owner: str, now: float, lease_until: float, enqueued_at: float, expires_at: int
-    ) -> Claim:
-        """Claim a dedup hash, unless a live claim is held (lease_until > now)
-        or a run that started after ``enqueued_at`` succeeded."""
-        ...
-
-    def release_duplicate(
-        self, job_type: str, key: str, owner: str, success_started_at: float | None, expires_at: int
-    ) -> None:
-        """Release the owner's claim, recording a successful run's start if given."""
-        ...
-
-    def claim_delivery(self, ref: JobRef, owner: str, now: float, lease_until: float, expires_at: int) -> Claim:
-        """Claim a job, unless it already succeeded or a live claim is held."""
-        ...
-
-    def finish_delivery(self, ref: JobRef, owner: str, succeeded: bool, expires_at: int) -> None:
-        """Mark the job done on success; release the owner's claim otherwise."""
-        ...
-
-    def put_failure(self, record: FailureRecord, expires_at: int) -> None: ...
-
-    def put_final(self, record: FinalAttempt, expires_at: int) -> None:
-        """Store a job's final-attempt record, replacing an earlier one."""
-        ...
-
-    def runs(
-        self, job_type: str, job_id: str, limit: int, domain: DomainFilter = ANY_DOMAIN
-    ) -> dict[str | None, JobRuns]:
-        """The attempt records of a job ID of a type, by domain (a caller may
-        reuse an ID in several), or of one domain only; failures newest first,
-        at most ``limit`` of them."""
-        ...
-
-    def put_deferral(self, job_type: str, message_id: str, attempts_used: int, expires_at: int) -> None: ...
-
-    def deferral(self, job_type: str, message_id: str) -> int | None:
-        """The attempts a re-enqueued message's job had used, if the runner recorded them."""
-        ...
-
-    def put_status(self, status: JobStatus, expires_at: int) -> None:
-        """Store a job's status record, replacing the previous one."""
-        ...
-
-    def statuses(self, job_type: str, job_id: str) -> list[JobStatus]:
-        """The status records of a job ID of a type, one per domain it was used in."""
-        ...

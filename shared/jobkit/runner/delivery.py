@@ -23,6 +23,7 @@ from jobkit.status import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
     from jobkit.job import Job
+    from jobkit.sqs.attributes import AttributeValue
 
 
 class QueuePort(Protocol):
@@ -33,7 +34,7 @@ class QueuePort(Protocol):
     def dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, now: float) -> None: ...
 
     def requeue(
-        self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, dict[str, str]] | None = None
+        self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, AttributeValue] | None = None
     ) -> str: ...
 
 
@@ -167,7 +168,10 @@ def check_size(record: Mapping[str, Any]) -> None:
     if not isinstance(body, str):
         raise SpecError(f"message body must be text, got {type(body).__name__}")
     attributes = record.get("messageAttributes") or {}
-    rough = len(body) + sum(len(name) + 32 + len(str(a.get("stringValue") or "")) for name, a in attributes.items())
+    rough = len(body) + sum(
+        len(name) + 32 + len(str(a.get("stringValue") or "")) + len(str(a.get("binaryValue") or ""))
+        for name, a in attributes.items()
+    )
     if 4 * rough <= MAX_JOB_BYTES:
         return
     text = body.encode("utf-8", "surrogatepass").decode("utf-8", "replace")

@@ -26,7 +26,7 @@ from jobkit.backoff import retry_delay_s
 from jobkit.clock import Clock
 from jobkit.config import QueueConfig
 from jobkit.dedup import DedupStore
-from jobkit.error_text import describe, error_message, traceback_tail
+from jobkit.error_text import describe, error_message, text_of, traceback_tail
 from jobkit.errors import NonRetryableError
 from jobkit.job import Job
 from jobkit.outcome import Outcome, RecordResult
@@ -108,6 +108,25 @@ class Failures:
         outcome = Outcome.DEAD_LETTERED if dead else Outcome.RETRIED
         return delivery.result(outcome, error=describe(error, message), exception=error, **fields)
 
+    def requeue_failed(self, delivery: Delivery, error: Exception, why: str) -> RecordResult:
+        """A delay hop or deferral could not be sent. The message comes back
+        after its visibility timeout, and that receive counts toward the
+        queue's maxReceiveCount although the job did not run: so the failure is
+        recorded, and on the last receive the queue allows the message goes to
+        the DLQ now, with the reason, rather than by the redrive policy without one."""
+        message = f"could not re-enqueue the job ({why}): {error_message(None, error)}"
+        last = delivery.receive_count >= self._queue.max_receive_count
+        log.warning(
+            "%s; %s",
+            message,
+            "this was its last receive: dead-lettering it" if last else "the message will be redelivered",
+            extra=delivery.keys,
+        )
+        if last:
+            return self.dead_letter(delivery, "internal_error", error, message, {"reason": why})
+        self._record(delivery, error, message, None)
+        return delivery.result(Outcome.RETRIED, error=describe(error, message), reason=why, exception=error)
+
     def poison(self, record: Mapping[str, Any], error: Exception, spec: JobSpecification | None = None) -> RecordResult:
         """A message that cannot run: to the DLQ with the reason, alone."""
         received = receive_count(record)
@@ -119,17 +138,17 @@ class Failures:
         log.error(
             "poison message %s dead-lettered: %s",
             message_id,
-            describe(error, str(error)),
+            describe(error, text_of(error)),
             extra={"message_id": message_id, "job_type": job_type},
         )
         if spec is not None and self._store is not None:  # parsed, but its class did not resolve
             failure = FailureRecord(
-                spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, str(error), ""
+                spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, text_of(error), ""
             )
             self._store.record_failure(replace(failure, dead_letter_reason="poison"))
-        reason = DeadLetterReason("poison", type(error).__name__, str(error), received)
+        reason = DeadLetterReason("poison", type(error).__name__, text_of(error), received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
-        text = describe(error, str(error))
+        text = describe(error, text_of(error))
         return RecordResult(message_id, job_type, outcome, attempt=received, error=text, exception=error)
 
     def internal_error(self, record: Any, error: Exception) -> RecordResult:
@@ -138,9 +157,9 @@ class Failures:
         receive it is dead-lettered with the error."""
         received = receive_count(record)
         message_id = message_id_of(record)
-        text = describe(error, str(error))
+        text = describe(error, text_of(error))
         if received >= self._queue.max_receive_count and isinstance(record, Mapping):
-            reason = DeadLetterReason("internal_error", type(error).__name__, str(error), received)
+            reason = DeadLetterReason("internal_error", type(error).__name__, text_of(error), received)
             if self._copy_to_dlq(record, reason, {"message_id": message_id}):
                 return RecordResult(message_id, UNKNOWN_TYPE, Outcome.DEAD_LETTERED, error=text, exception=error)
         return RecordResult(message_id, UNKNOWN_TYPE, Outcome.RETRIED, error=text, exception=error)

@@ -36,7 +36,7 @@ from jobkit.runner.delivery import (
     receive_count,
 )
 from jobkit.runner.failures import Failures, is_permanent
-from jobkit.runner.stage import Run, Stage
+from jobkit.runner.stage import JOB_ERRORS, Run, Stage
 from jobkit.runner.stages import StageKit, standard_stages
 from jobkit.spec import JobSpecification
 
@@ -101,6 +101,8 @@ class Runner:
         records = event.get("Records") if isinstance(event, Mapping) else None
         for stage in self.stages:
             self._call(stage.begin_batch)
+        # A job's own exits (sys.exit) are failed attempts; what still escapes
+        # (KeyboardInterrupt, a crash) ends the invocation unreported, as death would
         results = [self._handle_safely(record, context) for record in (records if isinstance(records, list) else [])]
         for stage in self.stages:
             self._call(stage.end_batch)
@@ -168,23 +170,25 @@ class Runner:
         spec, job = delivery.spec, delivery.job
         assert job is not None, "a stage builds the job before it runs"
         run = Run(started_at=self._clock.now())
-        for stage in self.stages:
-            stage.start(delivery, run)
-        log.info("running %s %s, attempt %d", spec.type, spec.id, delivery.attempt, extra=delivery.keys)
-        log.debug("job params", extra={**delivery.keys, "params": spec.params})
         try:
-            run.succeeded = job.run() is not False
-        except Exception as exc:
-            run.error = exc
-        finally:
+            for stage in self.stages:
+                self._call(stage.start, delivery, run)
+            log.info("running %s %s, attempt %d", spec.type, spec.id, delivery.attempt, extra=delivery.keys)
+            log.debug("job params", extra={**delivery.keys, "params": spec.params})
             try:
-                job.tear_down(run.succeeded)
-            except Exception:
-                log.exception("tear_down failed; the attempt's outcome stands", extra=delivery.keys)
+                run.succeeded = job.run() is not False
+            except JOB_ERRORS as exc:
+                run.error = exc
+            finally:
+                try:
+                    job.tear_down(run.succeeded)
+                except JOB_ERRORS:
+                    log.exception("tear_down failed; the attempt's outcome stands", extra=delivery.keys)
+        finally:
             run.done()
         run.finished_at = self._clock.now()
         for stage in reversed(self.stages):
-            stage.finish(delivery, run)
+            self._call(stage.finish, delivery, run)
         fields = {
             "started_at": run.started_at,
             "pickup_delay_ms": max(0.0, run.started_at - (spec.ready_at or run.started_at)) * 1000,
@@ -206,7 +210,8 @@ class Runner:
 
     @staticmethod
     def _call(hook: Callable[..., None], *args: Any) -> None:
-        """A stage's settle or end of batch: what it fails to do never fails the batch."""
+        """A stage hook other than admit: what it fails to do never fails the
+        batch, nor the job, nor the other stages' hooks."""
         try:
             hook(*args)
         except Exception:

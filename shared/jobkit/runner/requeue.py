@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 from jobkit.dedup import DedupStore
-from jobkit.error_text import describe
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.runner.delivery import Delivery, QueuePort
+from jobkit.runner.failures import Failures
 from jobkit.sqs import DEFERRED_ATTRIBUTE, ENQUEUED_AT_ATTRIBUTE, number_attribute, string_attribute
 
 log = logging.getLogger(__name__)
@@ -21,11 +21,13 @@ class Requeue:
     Args:
         queues: SQS operations.
         dedup: the records store (none: attempt counts start again).
+        failures: what a failed send becomes.
     """
 
-    def __init__(self, queues: QueuePort, dedup: DedupStore | None) -> None:
+    def __init__(self, queues: QueuePort, dedup: DedupStore | None, failures: Failures) -> None:
         self._queues = queues
         self._dedup = dedup
+        self._failures = failures
 
     def __call__(self, delivery: Delivery, delay_s: int, outcome: Outcome, why: str) -> RecordResult:
         used = delivery.attempt - 1
@@ -35,11 +37,7 @@ class Requeue:
         try:
             message_id = self._queues.requeue(delivery.record, delay_s, attributes)
         except Exception as exc:
-            # The message stays; it comes back after its visibility timeout.
-            log.warning(
-                "could not re-enqueue (%s); the message will be redelivered", why, exc_info=True, extra=delivery.keys
-            )
-            return delivery.result(Outcome.RETRIED, error=describe(exc, str(exc)), reason=why, exception=exc)
+            return self._failures.requeue_failed(delivery, exc, why)
         if DEFERRED_ATTRIBUTE in attributes and self._dedup is not None:
             self._dedup.record_deferral(delivery.spec.type, message_id, used)
         log.info("re-enqueued for %ss: %s", delay_s, why, extra=delivery.keys)

@@ -11,7 +11,8 @@ wired (:func:`jobkit.runner.stages.standard_stages`):
 2. ``start(delivery, run)``, in stage order, when every stage admitted the job
    and it is about to run.
 3. ``finish(delivery, run)``, in reverse order, when ``run()`` returned or
-   raised an ``Exception`` (``run.error`` holds it), before the runner decides
+   raised (``run.error`` holds it: an ``Exception``, or the job's own
+   ``SystemExit`` or ``GeneratorExit``, see :data:`JOB_ERRORS`), before the runner decides
    the outcome (retry or dead letter). What must happen however the run
    ends, a stage registers at start with :meth:`Run.when_done`.
 4. ``settle(delivery, result)``, in reverse order, for every record, whatever
@@ -19,9 +20,11 @@ wired (:func:`jobkit.runner.stages.standard_stages`):
    (poison, or a bug in jobkit). The result carries the exception.
 5. ``end_batch()``, once per SQS batch.
 
-Every hook is optional. Stages keep what they learn about one delivery on the
-delivery itself (:meth:`Delivery.note`), never on ``self``: one runner handles
-one record at a time, but a stage must not rely on it.
+Every hook is optional. A hook other than ``admit`` that raises is logged and
+skipped: it never fails the job, the batch, or the other stages' hooks.
+Stages keep what they learn about one delivery on the delivery itself
+(:meth:`Delivery.note`), never on ``self``: one runner handles one record at
+a time, but a stage must not rely on it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from jobkit.outcome import RecordResult
     from jobkit.runner.delivery import Delivery
+
+
+#: What a job's own code may raise and still be a failed attempt, not a dead
+#: process: any ``Exception``, and a library's ``sys.exit()`` or a closed
+#: generator. ``KeyboardInterrupt`` and other ``BaseException`` subclasses
+#: are left to end the invocation.
+JOB_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit, GeneratorExit)
 
 
 @dataclass

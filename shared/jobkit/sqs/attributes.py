@@ -3,11 +3,17 @@ what a dead letter's copy carries within SQS's limits."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobkit.sqs.limits import MAX_MESSAGE_BYTES, message_size
+from jobkit.sqs.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES, message_size
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
+
+    AttributeValue = MessageAttributeValueTypeDef
 
 #: The attribute a deferred copy carries: the runner looks up, by the copy's
 #: message ID, how many attempts its job had used. Anyone may set the
@@ -24,31 +30,48 @@ ENQUEUED_AT_ATTRIBUTE = "jobkit.enqueuedAt"
 TYPE_ATTRIBUTE = "JobType"
 
 
-def string_attribute(value: str) -> dict[str, str]:
+def string_attribute(value: str) -> AttributeValue:
     return {"DataType": "String", "StringValue": value}
 
 
-def number_attribute(value: float) -> dict[str, str]:
+def number_attribute(value: float) -> AttributeValue:
     return {"DataType": "Number", "StringValue": repr(value) if isinstance(value, float) else str(value)}
 
 
-def sendable_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def sendable_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, AttributeValue]:
     """A received message's attributes, ready to send again: without jobkit's
     dead-letter reason (``jobkit.*``), in SQS's API shape. Takes either shape:
     Lambda's event spells message attributes in camelCase, SQS's
     ReceiveMessage in PascalCase."""
-    converted: dict[str, dict[str, Any]] = {}
+    converted: dict[str, AttributeValue] = {}
     for name, attribute in attributes.items():
         if name.startswith("jobkit."):
             continue  # a redriven message's old reason must not stick to it
         data_type = attribute.get("dataType") or attribute.get("DataType") or "String"
-        entry: dict[str, Any] = {"DataType": data_type}
+        entry: AttributeValue = {"DataType": data_type}
         if data_type.startswith("Binary"):
-            entry["BinaryValue"] = attribute.get("binaryValue") or attribute.get("BinaryValue")
+            entry["BinaryValue"] = binary_value(attribute)
         else:
-            entry["StringValue"] = attribute.get("stringValue") or attribute.get("StringValue")
+            entry["StringValue"] = attribute.get("stringValue") or attribute.get("StringValue") or ""
         converted[name] = entry
     return converted
+
+
+def binary_value(attribute: Mapping[str, Any]) -> bytes:
+    """A binary attribute's bytes: Lambda's event spells them as base64 text
+    (``binaryValue``), ReceiveMessage through boto3 as bytes (``BinaryValue``)."""
+    value = attribute.get("BinaryValue")
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    text = attribute.get("binaryValue") or value
+    if isinstance(text, bytes | bytearray):
+        return bytes(text)
+    if not isinstance(text, str):
+        return b""
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:  # not base64: a hand-made event; keep its text
+        return text.encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True)
@@ -60,7 +83,7 @@ class DeadLetterReason:
     message: str
     attempts: int
 
-    def attributes(self, source_queue: str, now: float) -> dict[str, dict[str, str]]:
+    def attributes(self, source_queue: str, now: float) -> dict[str, AttributeValue]:
         return {
             "jobkit.reason": string_attribute(self.kind),
             "jobkit.errorClass": string_attribute(self.error_class or "-"),
@@ -72,8 +95,8 @@ class DeadLetterReason:
 
 
 def dead_letter_copy(
-    body: str, reason: Mapping[str, dict[str, str]], kept: Mapping[str, dict[str, Any]]
-) -> tuple[str, dict[str, dict[str, Any]]]:
+    body: str, reason: Mapping[str, AttributeValue], kept: Mapping[str, AttributeValue]
+) -> tuple[str, dict[str, AttributeValue]]:
     """The body and attributes of a DLQ copy, within SQS's limits (1 MiB for the
     body and attributes together, 10 attributes).
 
@@ -84,7 +107,7 @@ def dead_letter_copy(
     a body over 1 MiB, which SQS cannot have delivered (a hand-made event), is
     cut so the copy can be sent at all, and the error says so.
     """
-    error = reason.get("jobkit.error", {}).get("StringValue", "-")
+    error = reason["jobkit.error"].get("StringValue", "-") if "jobkit.error" in reason else "-"
     firsts = {name: value for name, value in reason.items() if name != "jobkit.error"}
     body_bytes = len(body.encode("utf-8", "surrogatepass"))
     room = MAX_MESSAGE_BYTES - message_size("", firsts)
@@ -95,20 +118,20 @@ def dead_letter_copy(
             body_bytes = len(body.encode("utf-8", "surrogatepass"))
         else:
             firsts = _fitting(firsts, MAX_MESSAGE_BYTES - body_bytes)
-    attributes: dict[str, dict[str, Any]] = dict(firsts)
+    attributes: dict[str, AttributeValue] = dict(firsts)
     left = MAX_MESSAGE_BYTES - body_bytes - message_size("", attributes)
     error_room = left - len("jobkit.error") - len("String")
     if error_room > 0:
         attributes["jobkit.error"] = string_attribute(_utf8_prefix(error, min(error_room, 4096)) or "-")
-    for name, value in list(kept.items())[: 10 - len(attributes)]:
+    for name, value in list(kept.items())[: MAX_ATTRIBUTES - len(attributes)]:
         if message_size(body, {**attributes, name: value}) <= MAX_MESSAGE_BYTES:
             attributes[name] = value
     return body, attributes
 
 
-def _fitting(attributes: Mapping[str, dict[str, str]], room: int) -> dict[str, dict[str, str]]:
+def _fitting(attributes: Mapping[str, AttributeValue], room: int) -> dict[str, AttributeValue]:
     """The leading attributes that fit in ``room`` bytes."""
-    kept: dict[str, dict[str, str]] = {}
+    kept: dict[str, AttributeValue] = {}
     for name, value in attributes.items():
         if message_size("", {**kept, name: value}) > room:
             break

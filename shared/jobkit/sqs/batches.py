@@ -11,9 +11,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jobkit.sqs.limits import MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, message_size
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
+    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+
+    from jobkit.sqs.attributes import AttributeValue
 
 T = TypeVar("T")
 
@@ -51,16 +57,20 @@ class Outgoing(Generic[T]):
     item: T
     queue_url: str
     body: str
-    attributes: dict[str, dict[str, Any]]
+    attributes: dict[str, AttributeValue]
     delay_s: int | None = None
     size: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "size", message_size(self.body, self.attributes))
 
-    def entry(self, entry_id: str) -> dict[str, Any]:
+    def entry(self, entry_id: str) -> SendMessageBatchRequestEntryTypeDef:
         """The message as a SendMessageBatch entry."""
-        entry: dict[str, Any] = {"Id": entry_id, "MessageBody": self.body, "MessageAttributes": self.attributes}
+        entry: SendMessageBatchRequestEntryTypeDef = {
+            "Id": entry_id,
+            "MessageBody": self.body,
+            "MessageAttributes": self.attributes,
+        }
         if self.delay_s is not None:
             entry["DelaySeconds"] = self.delay_s
         return entry
@@ -105,7 +115,7 @@ def pack_batches(
     return batches
 
 
-def send_batch(sqs: Any, batch: Sequence[Outgoing[T]]) -> SendResult[T]:
+def send_batch(sqs: SQSClient, batch: Sequence[Outgoing[T]]) -> SendResult[T]:
     """One SendMessageBatch request of messages to one queue (see :func:`pack_batches`).
 
     A request that fails whole fails every message: worth another try after
@@ -186,7 +196,7 @@ class Chunk(Generic[T]):
 
 
 def delete_in_chunks(
-    sqs: Any,
+    sqs: SQSClient,
     queue_url: str,
     items: Sequence[T],
     receipt_handle: Callable[[T], str],
@@ -202,7 +212,7 @@ def delete_in_chunks(
 
 
 def release_in_chunks(
-    sqs: Any,
+    sqs: SQSClient,
     queue_url: str,
     items: Sequence[T],
     receipt_handle: Callable[[T], str],

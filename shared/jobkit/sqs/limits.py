@@ -7,6 +7,7 @@ from typing import Any
 
 #: SQS limits (2025 onwards: messages and batches up to 1 MiB).
 MAX_MESSAGE_BYTES = 1_048_576
+MAX_ATTRIBUTES = 10  # message attributes per message
 MAX_BATCH_BYTES = 1_048_576
 MAX_BATCH_ENTRIES = 10
 MAX_DELAY_S = 900

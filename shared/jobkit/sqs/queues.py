@@ -6,11 +6,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.config import Declaration
-from jobkit.sqs.attributes import DeadLetterReason, dead_letter_copy, sendable_attributes
-from jobkit.sqs.limits import MAX_VISIBILITY_S, delay_seconds
+from jobkit.sqs.attributes import TYPE_ATTRIBUTE, DeadLetterReason, dead_letter_copy, sendable_attributes
+from jobkit.sqs.limits import MAX_ATTRIBUTES, MAX_VISIBILITY_S, delay_seconds
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
+
+    from jobkit.sqs.attributes import AttributeValue
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +25,7 @@ class QueueDirectory:
     passes its URLs in the environment), else with one GetQueueUrl per queue
     per process, cached."""
 
-    def __init__(self, sqs_client: Any, declaration: Declaration, urls: Mapping[str, str] | None = None) -> None:
+    def __init__(self, sqs_client: SQSClient, declaration: Declaration, urls: Mapping[str, str] | None = None) -> None:
         self._client = sqs_client
         self._declaration = declaration
         self._urls: dict[str, str] = dict(urls or {})
@@ -60,7 +65,7 @@ class SqsQueues:
     Bound to the runner's one queue (a declared queue name): every record it
     handles came from there."""
 
-    def __init__(self, sqs_client: Any, directory: QueueDirectory, queue: str) -> None:
+    def __init__(self, sqs_client: SQSClient, directory: QueueDirectory, queue: str) -> None:
         self._client = sqs_client
         self._directory = directory
         self._queue = queue
@@ -105,13 +110,24 @@ class SqsQueues:
         self._client.delete_message(QueueUrl=self._url, ReceiptHandle=record["receiptHandle"])
 
     def requeue(
-        self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, dict[str, str]] | None = None
+        self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, AttributeValue] | None = None
     ) -> str:
         """Send a new copy of a message to its own queue (a delay hop or a
         deferral): the same body, the sender's own attributes (never a
         ``jobkit.*`` one it carried), and ``extra_attributes``. Returns the
-        copy's message ID."""
-        attributes = {**sendable_attributes(record.get("messageAttributes") or {}), **(extra_attributes or {})}
+        copy's message ID.
+
+        SQS takes at most 10 attributes; the runner's own come first, and a
+        sender's that do not fit beside them are dropped (and logged), so that
+        a message with 10 of its own can still hop."""
+        extra = dict(extra_attributes or {})
+        own = sendable_attributes(record.get("messageAttributes") or {})
+        first = sorted(own, key=lambda name: name != TYPE_ATTRIBUTE)  # the type, which ops filter by, first
+        kept = {name: own[name] for name in first[: max(0, MAX_ATTRIBUTES - len(extra))]}
+        if len(kept) < len(own):
+            dropped = ", ".join(sorted(set(own) - set(kept)))
+            log.warning("re-enqueued %s without its attributes %s: SQS takes 10", record["messageId"], dropped)
+        attributes = {**kept, **extra}
         response = self._client.send_message(
             QueueUrl=self._url,
             MessageBody=record["body"],

@@ -4,22 +4,26 @@ loop that receives from a queue until it has nothing new."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.sqs.limits import MAX_BATCH_ENTRIES
 
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
+
 #: One receive: asked for up to so many messages (at most 10), returns those received.
-Receive = Callable[[int], list[dict[str, Any]]]
+Receive = Callable[[int], list["MessageTypeDef"]]
 
 
 def receive_messages(
-    sqs: Any,
+    sqs: SQSClient,
     queue_url: str,
     max_messages: int = MAX_BATCH_ENTRIES,
     *,
     visibility_timeout_s: int | None = None,
     wait_time_s: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[MessageTypeDef]:
     """One ReceiveMessage of up to ``max_messages`` (at most 10), with every
     message and system attribute. A timeout left out is the queue's own."""
     request: dict[str, Any] = {
@@ -32,8 +36,7 @@ def receive_messages(
         request["VisibilityTimeout"] = visibility_timeout_s
     if wait_time_s is not None:
         request["WaitTimeSeconds"] = wait_time_s
-    messages: list[dict[str, Any]] = sqs.receive_message(**request).get("Messages", [])
-    return messages
+    return sqs.receive_message(**request).get("Messages", [])
 
 
 def new_messages(
@@ -43,7 +46,7 @@ def new_messages(
     seen: set[str] | None = None,
     expected: int = 0,
     max_fruitless: int = 1,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[list[MessageTypeDef]]:
     """Batches of messages not received before, one per ``receive`` (asked for
     at most 10, and no more than ``limit`` less those seen).
 

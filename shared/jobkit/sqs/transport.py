@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from jobkit.config import Declaration
 from jobkit.sqs.batches import Outgoing, SendResult, send_batch
 from jobkit.sqs.queues import QueueDirectory
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
 
 T = TypeVar("T")
 
@@ -31,8 +34,8 @@ class SqsPushTransport:
         self,
         declaration: Declaration,
         *,
-        sqs_client: Any = None,
-        sqs_client_factory: Callable[[], Any] | None = None,
+        sqs_client: SQSClient | None = None,
+        sqs_client_factory: Callable[[], SQSClient] | None = None,
         queue_urls: Mapping[str, str] | None = None,
     ) -> None:
         if sqs_client is not None:
@@ -42,12 +45,12 @@ class SqsPushTransport:
         self._declaration = declaration
         self._client_factory = sqs_client_factory
         self._queue_urls = dict(queue_urls or {})
-        self._client: Any = None
+        self._client: SQSClient | None = None
         self._directory: QueueDirectory | None = None
         self._lock = threading.Lock()
 
     @property
-    def client(self) -> Any:
+    def client(self) -> SQSClient:
         with self._lock:
             if self._client is None:
                 self._client = self._client_factory()
@@ -68,5 +71,5 @@ class SqsPushTransport:
         return send_batch(self.client, batch)
 
 
-def _given(client: Any) -> Callable[[], Any]:
+def _given(client: SQSClient) -> Callable[[], SQSClient]:
     return lambda: client

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, declaration_from_environment
@@ -34,6 +34,9 @@ from jobkit.push import JobQueueGroup
 from jobkit.records import FailureRecord
 from jobkit.spec import JobSpecification
 from jobkit.sqs import receive_messages
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
 
 __all__ = ["FakeLambdaContext", "JobkitStack", "Outcome", "sqs_event"]
 
@@ -153,7 +156,7 @@ class JobkitStack:
         """The ARN of a type's queue, or of its DLQ."""
         return self.stack.queue_arn(self.declaration.job_type(job_type).queue, dlq=dlq)
 
-    def receive(self, job_type: str, max_messages: int = 10) -> list[dict[str, Any]]:
+    def receive(self, job_type: str, max_messages: int = 10) -> list[MessageTypeDef]:
         """Receive messages from a type's queue as Lambda's poller does (each
         receive counts toward the queue's maxReceiveCount), without running them:
         hand them to :meth:`deliver`, twice for a duplicate delivery, or drop them
@@ -191,7 +194,7 @@ class JobkitStack:
         """How many messages ended how, for one type or all."""
         return self.stack.results.outcomes(job_type)
 
-    def dead_letters(self, job_type: str) -> list[dict[str, Any]]:
+    def dead_letters(self, job_type: str) -> list[MessageTypeDef]:
         """The messages in the DLQ of a type's queue (SQS ReceiveMessage shape)."""
         return self.stack.dead_letters(self.declaration.job_type(job_type).queue)
 

@@ -46,7 +46,7 @@ class StageKit:
 def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
     """The stages of a runner, in the order they admit a job (and the reverse
     of the order they settle it)."""
-    requeue = Requeue(kit.queues, kit.dedup)
+    requeue = Requeue(kit.queues, kit.dedup, failures)
     attempts = Attempts(kit.dedup)
     stages: list[Stage] = []
     if kit.metrics is not None:

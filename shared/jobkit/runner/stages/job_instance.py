@@ -14,7 +14,7 @@ from jobkit.job import JobContext
 from jobkit.outcome import RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.failures import Failures
-from jobkit.runner.stage import Stage
+from jobkit.runner.stage import JOB_ERRORS, Stage
 
 if TYPE_CHECKING:
     from jobkit.job import QueueGroup
@@ -28,7 +28,7 @@ class JobInstance(Stage):
     def admit(self, delivery: Delivery) -> RecordResult | None:
         try:
             delivery.job = delivery.job_class(delivery.spec, self._context(delivery))
-        except Exception as exc:  # the job's own constructor failed: a failed attempt
+        except JOB_ERRORS as exc:  # the job's own constructor failed: a failed attempt
             return self._failures.fail(delivery, exc, None, permanent=isinstance(exc, NonRetryableError), fields={})
         return None
 

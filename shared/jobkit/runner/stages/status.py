@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from jobkit.clock import Clock
 from jobkit.outcome import Outcome, RecordResult
-from jobkit.records import RecordsBackend
+from jobkit.records.store import Records
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
 from jobkit.status import RecordingStatusTracker
 
 _SKIPPED = (Outcome.DUPLICATE, Outcome.SUPERSEDED)  # a redelivery's status already says it succeeded
-_FAILED = (Outcome.RETRIED, Outcome.DEAD_LETTERED)
 
 
 class Status(Stage):
-    def __init__(self, records: RecordsBackend | None, clock: Clock) -> None:
+    def __init__(self, records: Records | None, clock: Clock) -> None:
         self._records = records
         self._clock = clock
 
@@ -37,5 +36,6 @@ class Status(Stage):
             delivery.status.succeeded(now)
         elif result.outcome in _SKIPPED:
             delivery.status.skipped(now, f"{result.outcome}: {result.reason}")
-        elif result.outcome in _FAILED and result.reason is None:  # not a failed re-enqueue
+        elif result.outcome is Outcome.DEAD_LETTERED or (result.outcome is Outcome.RETRIED and result.reason is None):
+            # a re-enqueue that failed (a reason, and retried) leaves the status as it was: the job did not run
             delivery.status.failed(now, result.error or "", will_retry=result.outcome is Outcome.RETRIED)

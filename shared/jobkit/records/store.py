@@ -1,0 +1,311 @@
+"""The record kinds of the jobs table, written over the five primitives of
+:class:`~jobkit.records.table.Table`. All the conditions live here; a backend
+only stores items. The key layout is :mod:`jobkit.records.keys`.
+
+Every write that can lose is one conditional update that returns what it lost
+to (the stored root timestamp, the claim holder, the last successful start),
+so admission never needs a second read.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+from jobkit.records import (
+    ANY_DOMAIN,
+    Claim,
+    DomainFilter,
+    FailureRecord,
+    FinalAttempt,
+    JobRuns,
+    JobState,
+    JobStatus,
+)
+from jobkit.records.keys import (
+    FINAL_SUFFIX,
+    NO_SORT,
+    JobRef,
+    Kind,
+    domain_from_key,
+    domain_key,
+    failure_sort_key,
+    final_sort_key,
+    partition_key,
+    split_runs_sort_key,
+)
+from jobkit.records.table import Absent, AtMost, Below, ConditionFailed, Equals, Item, Key, Table
+
+
+class Records:
+    """The jobs table's records over one :class:`~jobkit.records.table.Table`.
+    Every method may raise :class:`~jobkit.records.DedupUnavailable`."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    # -- roots -----------------------------------------------------------------------
+
+    def advance_root(
+        self, job_type: str, domain: str | None, signature: str, timestamp: float, expires_at: int
+    ) -> float:
+        """Set the root's newest timestamp to ``timestamp`` if that is newer.
+        Returns the newest stored timestamp after the call."""
+        key = (partition_key(job_type, Kind.ROOT, signature), domain_key(domain))
+        try:
+            self.table.update(
+                key,
+                {"root_ts": timestamp, "expires_at": expires_at},
+                when=Absent("root_ts") | Below("root_ts", timestamp),
+            )
+        except ConditionFailed as lost:
+            if lost.item is not None and _number(lost.item, "root_ts") is not None:
+                return float(lost.item["root_ts"])  # type: ignore[arg-type]
+        return timestamp
+
+    # -- duplicate claims ------------------------------------------------------------------
+
+    def claim_duplicate(
+        self, job_type: str, key: str, owner: str, now: float, lease_until: float, enqueued_at: float, expires_at: int
+    ) -> Claim:
+        """Claim a dedup hash, unless a live claim is held (lease_until > now)
+        or a run that started after ``enqueued_at`` succeeded."""
+        unclaimed = Absent("owner") | Below("lease_until", now)
+        not_succeeded_since = Absent("last_success_start") | AtMost("last_success_start", enqueued_at)
+        try:
+            self.table.update(
+                _duplicate_key(job_type, key),
+                {"owner": owner, "started_at": now, "lease_until": lease_until, "expires_at": expires_at},
+                when=unclaimed & not_succeeded_since,
+            )
+        except ConditionFailed as lost:
+            return _lost_claim(lost.item or {})
+        return Claim(True)
+
+    def release_duplicate(
+        self, job_type: str, key: str, owner: str, success_started_at: float | None, expires_at: int
+    ) -> None:
+        """Release the owner's claim, recording a successful run's start if given."""
+        record = _duplicate_key(job_type, key)
+        succeeded: Item = (
+            {} if success_started_at is None else {"last_success_start": success_started_at, "expires_at": expires_at}
+        )
+        try:
+            self.table.update(
+                record, succeeded, ("owner", "started_at", "lease_until"), Equals("owner", owner), want_old=False
+            )
+        except ConditionFailed:
+            if success_started_at is None:
+                return
+            # Our lease lapsed and another run took the claim; still record that
+            # this run succeeded (rare, so the second write is acceptable).
+            with suppress(ConditionFailed):  # a later success is recorded already
+                self.table.update(
+                    record,
+                    {"last_success_start": success_started_at},
+                    when=Absent("last_success_start") | Below("last_success_start", success_started_at),
+                    want_old=False,
+                )
+
+    # -- delivery claims -------------------------------------------------------------------
+
+    def claim_delivery(self, ref: JobRef, owner: str, now: float, lease_until: float, expires_at: int) -> Claim:
+        """Claim a job, unless it already succeeded or a live claim is held."""
+        try:
+            self.table.update(
+                _delivery_key(ref),
+                {"state": "running", "owner": owner, "lease_until": lease_until, "expires_at": expires_at},
+                when=Absent("state") | (Equals("state", "running") & Below("lease_until", now)),
+            )
+        except ConditionFailed as lost:
+            return _lost_claim(lost.item or {})
+        return Claim(True)
+
+    def finish_delivery(self, ref: JobRef, owner: str, succeeded: bool, expires_at: int) -> None:
+        """Mark the job done on success; release the owner's claim otherwise."""
+        if succeeded:
+            self.table.update(_delivery_key(ref), {"state": "done", "expires_at": expires_at}, ("lease_until",))
+        else:
+            self.table.delete(_delivery_key(ref), Equals("owner", owner))
+
+    # -- attempts: failures and the final attempt ------------------------------------------------
+
+    def put_failure(self, record: FailureRecord, expires_at: int) -> None:
+        self.table.put(
+            (_runs_partition(record.ref), failure_sort_key(record.domain, record.at, record.attempt)),
+            {
+                "expires_at": expires_at,
+                "job_type": record.job_type,
+                "domain": record.domain,
+                "attempt": record.attempt,
+                "at": record.at,
+                "error_class": record.error_class,
+                "message": record.message,
+                "traceback": record.traceback,
+                "dead_letter_reason": record.dead_letter_reason,
+            },
+        )
+
+    def put_final(self, record: FinalAttempt, expires_at: int) -> None:
+        """Store a job's final-attempt record, replacing an earlier one."""
+        self.table.put(
+            (_runs_partition(record.ref), final_sort_key(record.ref.domain)),
+            {
+                "expires_at": expires_at,
+                "attempt": record.attempt,
+                "message_id": record.message_id,
+                "started_at": record.started_at,
+                "succeeded_at": record.succeeded_at,
+            },
+        )
+
+    def runs(
+        self, job_type: str, job_id: str, limit: int, domain: DomainFilter = ANY_DOMAIN
+    ) -> dict[str | None, JobRuns]:
+        """The attempt records of a job ID of a type, by domain (a caller may
+        reuse an ID in several), or of one domain only; failures newest first,
+        at most ``limit`` of them."""
+        # A domain may hold "#", so the prefix can match another domain's keys too: they are read and skipped
+        prefix = None if domain is ANY_DOMAIN else domain_key(domain) + "#"
+        failures: dict[str | None, list[FailureRecord]] = {}
+        finals: dict[str | None, FinalAttempt] = {}
+        found_failures = 0
+        for sort_key, item in self.table.query(
+            _runs_partition(JobRef(job_type, None, job_id)), prefix, newest_first=True
+        ):
+            found, rest = split_runs_sort_key(sort_key)
+            if domain is not ANY_DOMAIN and found != domain:
+                continue
+            ref = JobRef(job_type, found, job_id)
+            if rest == FINAL_SUFFIX:
+                finals[found] = _final_attempt(item, ref)
+            elif len(failures.setdefault(found, [])) < limit:
+                failures[found].append(_failure(item, ref))
+                found_failures += 1
+            if domain is not ANY_DOMAIN and found_failures >= limit:
+                break  # the final record sorts before the failures: it is read already
+        return {found: JobRuns(tuple(failures.get(found, ())), finals.get(found)) for found in {*failures, *finals}}
+
+    # -- deferrals ----------------------------------------------------------------------------
+
+    def put_deferral(self, job_type: str, message_id: str, attempts_used: int, expires_at: int) -> None:
+        self.table.put(_deferral_key(job_type, message_id), {"expires_at": expires_at, "attempts_used": attempts_used})
+
+    def deferral(self, job_type: str, message_id: str) -> int | None:
+        """The attempts a re-enqueued message's job had used, if the runner recorded them."""
+        item = self.table.get(_deferral_key(job_type, message_id))
+        return None if item is None else _int(item, "attempts_used")
+
+    # -- status records -------------------------------------------------------------------------
+
+    def put_status(self, status: JobStatus, expires_at: int) -> None:
+        """Store a job's status record, replacing the previous one. A whole-item
+        put: the tracker holds the attempt's full state, so every write is one
+        request and no write depends on an earlier one."""
+        self.table.put(
+            (partition_key(status.job_type, Kind.STATUS, status.job_id), domain_key(status.domain)),
+            {
+                "expires_at": expires_at,
+                "job_type": status.job_type,
+                "domain": status.domain,
+                "state": str(status.state),
+                "attempt": status.attempt,
+                "updated_at": status.updated_at,
+                "started_at": status.started_at,
+                "finished_at": status.finished_at,
+                "progress": status.progress,
+                "result": status.result,
+                "error": status.error,
+                "will_retry": status.will_retry,
+                "note": status.note,
+            },
+        )
+
+    def statuses(self, job_type: str, job_id: str) -> list[JobStatus]:
+        """The status records of a job ID of a type, one per domain it was used in."""
+        return [
+            JobStatus(
+                job_id=job_id,
+                job_type=job_type,
+                domain=domain_from_key(sort_key),
+                state=JobState(_text(item, "state")),
+                attempt=_int(item, "attempt") or 0,
+                updated_at=_number(item, "updated_at") or 0.0,
+                started_at=_number(item, "started_at"),
+                finished_at=_number(item, "finished_at"),
+                progress=_number(item, "progress"),
+                result=_optional_text(item, "result"),
+                error=_optional_text(item, "error"),
+                will_retry=item.get("will_retry") is True,
+                note=_optional_text(item, "note"),
+            )
+            for sort_key, item in self.table.query(partition_key(job_type, Kind.STATUS, job_id), consistent=True)
+        ]
+
+
+def _duplicate_key(job_type: str, key: str) -> Key:
+    return (partition_key(job_type, Kind.DUPLICATE, key), NO_SORT)
+
+
+def _delivery_key(ref: JobRef) -> Key:
+    return (partition_key(ref.job_type, Kind.DELIVERY, ref.job_id), domain_key(ref.domain))
+
+
+def _runs_partition(ref: JobRef) -> str:
+    return partition_key(ref.job_type, Kind.RUNS, ref.job_id)
+
+
+def _deferral_key(job_type: str, message_id: str) -> Key:
+    return (partition_key(job_type, Kind.DEFERRAL, message_id), NO_SORT)
+
+
+def _lost_claim(item: Item) -> Claim:
+    return Claim(
+        False,
+        holder=_optional_text(item, "owner"),
+        lease_until=_number(item, "lease_until"),
+        last_success_start=_number(item, "last_success_start"),
+        done=item.get("state") == "done",
+    )
+
+
+def _final_attempt(item: Item, ref: JobRef) -> FinalAttempt:
+    return FinalAttempt(
+        ref,
+        attempt=_int(item, "attempt") or 0,
+        message_id=_text(item, "message_id"),
+        started_at=_number(item, "started_at") or 0.0,
+        succeeded_at=_number(item, "succeeded_at"),
+    )
+
+
+def _failure(item: Item, ref: JobRef) -> FailureRecord:
+    return FailureRecord(
+        job_id=ref.job_id,
+        job_type=ref.job_type,
+        domain=ref.domain,
+        attempt=_int(item, "attempt") or 0,
+        at=_number(item, "at") or 0.0,
+        error_class=_text(item, "error_class"),
+        message=_text(item, "message"),
+        traceback=_text(item, "traceback"),
+        dead_letter_reason=_optional_text(item, "dead_letter_reason"),
+    )
+
+
+def _number(item: Item, name: str) -> float | None:
+    value = item.get(name)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(item: Item, name: str) -> int | None:
+    value = _number(item, name)
+    return None if value is None else int(value)
+
+
+def _optional_text(item: Item, name: str) -> str | None:
+    value = item.get(name)
+    return value if isinstance(value, str) else None
+
+
+def _text(item: Item, name: str) -> str:
+    return _optional_text(item, name) or ""

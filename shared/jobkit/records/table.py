@@ -1,0 +1,140 @@
+"""The storage port of the jobs table: five item primitives and the conditions
+they take. Every record kind (:mod:`jobkit.records.store`) is written with
+these alone, so a backend implements only this module's :class:`Table`: DynamoDB
+(:mod:`jobkit.records.dynamodb`) and memory (:mod:`jobkit.records.memory`).
+
+Each primitive is one request. An item is a flat mapping of attribute names to
+strings, numbers, booleans or ``None`` (absent); its key is ``(pk, sk)``.
+
+Conditions follow DynamoDB's rules, which the memory backend applies too: a
+comparison with an attribute the item lacks is false, and a write to a key that
+holds no item sees an item with no attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+Value = str | int | float | bool | None
+Item = Mapping[str, Value]
+Key = tuple[str, str]  # (pk, sk)
+
+
+class Condition:
+    """A condition on the item a write finds; combine with ``|`` and ``&``."""
+
+    def holds(self, item: Item) -> bool:
+        raise NotImplementedError
+
+    def __or__(self, other: Condition) -> Condition:
+        return AnyOf((self, other))
+
+    def __and__(self, other: Condition) -> Condition:
+        return AllOf((self, other))
+
+
+@dataclass(frozen=True)
+class Absent(Condition):
+    attr: str
+
+    def holds(self, item: Item) -> bool:
+        return item.get(self.attr) is None
+
+
+@dataclass(frozen=True)
+class Equals(Condition):
+    attr: str
+    value: str | int | float
+
+    def holds(self, item: Item) -> bool:
+        return item.get(self.attr) == self.value
+
+
+@dataclass(frozen=True)
+class Below(Condition):
+    """``attr < value``."""
+
+    attr: str
+    value: int | float
+
+    def holds(self, item: Item) -> bool:
+        found = item.get(self.attr)
+        return isinstance(found, int | float) and not isinstance(found, bool) and found < self.value
+
+
+@dataclass(frozen=True)
+class AtMost(Condition):
+    """``attr <= value``."""
+
+    attr: str
+    value: int | float
+
+    def holds(self, item: Item) -> bool:
+        found = item.get(self.attr)
+        return isinstance(found, int | float) and not isinstance(found, bool) and found <= self.value
+
+
+@dataclass(frozen=True)
+class AnyOf(Condition):
+    parts: tuple[Condition, ...]
+
+    def holds(self, item: Item) -> bool:
+        return any(part.holds(item) for part in self.parts)
+
+
+@dataclass(frozen=True)
+class AllOf(Condition):
+    parts: tuple[Condition, ...]
+
+    def holds(self, item: Item) -> bool:
+        return all(part.holds(item) for part in self.parts)
+
+
+class ConditionFailed(Exception):
+    """A conditional write lost. ``item`` is what it lost to, when the caller
+    asked for it and an item was there."""
+
+    def __init__(self, item: Item | None) -> None:
+        super().__init__("the condition did not hold")
+        self.item = item
+
+
+class Table(Protocol):
+    """One table of items. Every primitive may raise
+    :class:`~jobkit.records.DedupUnavailable` when the store cannot be reached."""
+
+    def get(self, key: Key) -> Item | None:
+        """The item at ``key`` (a strongly consistent read), or ``None``."""
+        ...
+
+    def put(self, key: Key, item: Item) -> None:
+        """Replace whatever is at ``key`` with ``item``."""
+        ...
+
+    def update(
+        self,
+        key: Key,
+        values: Item,
+        remove: Sequence[str] = (),
+        when: Condition | None = None,
+        *,
+        want_old: bool = True,
+    ) -> None:
+        """Set ``values`` and remove attributes of the item at ``key`` (creating it), if
+        ``when`` holds. Raises :class:`ConditionFailed`, carrying the item it
+        lost to if ``want_old``."""
+        ...
+
+    def delete(self, key: Key, when: Condition | None = None) -> bool:
+        """Delete the item at ``key`` if ``when`` holds; ``False`` if it did not."""
+        ...
+
+    def query(
+        self, partition: str, sort_prefix: str | None = None, *, newest_first: bool = False, consistent: bool = False
+    ) -> Iterator[tuple[str, Item]]:
+        """``(sort key, item)`` of a partition's items, in sort-key order
+        (descending if ``newest_first``), lazily: a caller that stops early
+        reads no further pages."""
+        ...

@@ -1,0 +1,85 @@
+"""The table contract: the five item primitives that every record kind is
+written with behave the same in memory and on DynamoDB (moto), including the
+corners DynamoDB defines: a comparison with a missing attribute is false, a
+write to an empty key sees an item without attributes, ``None`` means absent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from jobkit.config import Declaration
+from jobkit.local.provision import provision_table
+from jobkit.records.dynamodb import DynamoDBTable
+from jobkit.records.memory import MemoryTable
+from jobkit.records.table import Absent, AtMost, Below, ConditionFailed, Equals, Table
+
+KEY = ("t#dup#h", "-")
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def table(request: Any, test_declaration: Declaration) -> Iterator[Table]:
+    if request.param == "memory":
+        yield MemoryTable()
+        return
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        provision_table(client, test_declaration)
+        yield DynamoDBTable(client, test_declaration.table_name)
+
+
+def test_values_round_trip_with_their_types(table: Table) -> None:
+    item = {"s": "ünï #=-", "i": 7, "big": 2**53 + 1, "f": 1732272000.125, "neg": -0.5, "yes": True, "no": False}
+    table.put(KEY, {**item, "gone": None})
+    assert table.get(KEY) == item
+    assert table.get(("t#dup#other", "-")) is None
+
+
+def test_an_update_creates_the_item_and_removes_attributes(table: Table) -> None:
+    table.update(KEY, {"owner": "a", "lease_until": 10}, when=Absent("owner"))
+    table.update(KEY, {"note": "x", "lease_until": None}, ("owner",))
+    assert table.get(KEY) == {"note": "x"}
+
+
+def test_a_losing_update_says_what_it_lost_to_only_when_asked(table: Table) -> None:
+    table.update(KEY, {"owner": "a", "lease_until": 10.5})
+    with pytest.raises(ConditionFailed) as lost:
+        table.update(KEY, {"owner": "b"}, when=Absent("owner") | Below("lease_until", 10.5))
+    assert lost.value.item == {"owner": "a", "lease_until": 10.5}
+    with pytest.raises(ConditionFailed) as quiet:
+        table.update(KEY, {"owner": "b"}, when=Equals("owner", "b"), want_old=False)
+    assert quiet.value.item is None
+    assert table.get(KEY) == {"owner": "a", "lease_until": 10.5}  # neither loser wrote
+
+
+def test_comparisons_with_a_missing_attribute_are_false(table: Table) -> None:
+    for condition in (Below("n", 5), AtMost("n", 5), Equals("n", 5)):
+        with pytest.raises(ConditionFailed) as lost:
+            table.update(KEY, {"x": 1}, when=condition)
+        assert lost.value.item is None  # nothing was there to lose to
+    table.update(KEY, {"n": 5}, when=Absent("n") & Absent("x"))
+    table.update(KEY, {"x": 1}, when=AtMost("n", 5) & (Below("n", 5) | Equals("n", 5)))
+    assert table.get(KEY) == {"n": 5, "x": 1}
+
+
+def test_a_conditional_delete(table: Table) -> None:
+    table.put(KEY, {"owner": "a"})
+    assert not table.delete(KEY, Equals("owner", "b"))
+    assert table.get(KEY) == {"owner": "a"}
+    assert table.delete(KEY, Equals("owner", "a"))
+    assert table.get(KEY) is None
+    assert table.delete(KEY)  # deleting nothing is not an error
+
+
+def test_a_query_reads_one_partition_in_sort_key_order(table: Table) -> None:
+    for sk in ("=b#2", "=a#1", "=a#3", "-#1"):
+        table.put(("t#runs#j", sk), {"sk_copy": sk})
+    table.put(("t#runs#j2", "=a#9"), {"sk_copy": "other partition"})
+    assert [sk for sk, _ in table.query("t#runs#j")] == ["-#1", "=a#1", "=a#3", "=b#2"]
+    assert [sk for sk, _ in table.query("t#runs#j", "=a#", newest_first=True)] == ["=a#3", "=a#1"]
+    assert [item for _, item in table.query("t#runs#j", "=b")] == [{"sk_copy": "=b#2"}]
+    assert list(table.query("t#runs#none", consistent=True)) == []
