@@ -45,6 +45,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.errors import SpecError
@@ -62,8 +63,10 @@ from jobkit.records import (
     JobRuns,
 )
 from jobkit.records.keys import JobRef
-from jobkit.records.store import Records
 from jobkit.spec import MAX_CLOCK_SKEW_S, JobSpecification
+
+if TYPE_CHECKING:
+    from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)
 

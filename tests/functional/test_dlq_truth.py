@@ -364,11 +364,7 @@ def test_every_dlq_command_survives_any_body(stack: LocalStack, jobkit: Cli) -> 
     purged = as_json(jobkit, "dlq", "purge", "rare", "--yes")
     assert set(purged["job_ids"]) == {normal.id}
     # Each of the rest is deleted by its message ID, in the type's scope
-    rest = [
-        ids[n]
-        for n in (*HOSTILE, "forged digits")
-        if n not in ("nested 10,000 deep", "lone surrogate")
-    ]
+    rest = [ids[n] for n in (*HOSTILE, "forged digits") if n not in ("nested 10,000 deep", "lone surrogate")]
     for message_id in rest:
         assert as_json(jobkit, "dlq", "delete", "rare", message_id, "--yes")["message_ids"] == [message_id]
     assert stack.queue_depth("lowTraffic", dlq=True) == 0

@@ -39,7 +39,6 @@ from jobkit.local.moto_time import (
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.results import ResultLog
 from jobkit.push import JobQueueGroup
-from jobkit.records.store import Records
 from jobkit.registry import JobRegistry
 from jobkit.runner import Runner
 from jobkit.sqs import new_messages, receive_messages
@@ -47,6 +46,8 @@ from jobkit.wiring import AwsClients, Wiring
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef
+
+    from jobkit.records.store import Records
 
 ACCOUNT_ID = "123456789012"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_session_token": "testing"}

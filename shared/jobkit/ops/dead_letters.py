@@ -26,12 +26,13 @@ from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
 from jobkit.ops.verdict import Claimed, Reason, Verdict, check_times, check_type, from_runs, poison, unknown
 from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt
-from jobkit.records.store import Records
 from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, QueueDirectory
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
+
+    from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)
 

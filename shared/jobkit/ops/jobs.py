@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.config import Declaration
 from jobkit.errors import JobKitError, SpecError
 from jobkit.ops.dead_letters import failure_to_json, final_to_json
 from jobkit.push import JobQueueGroup
 from jobkit.records import ANY_DOMAIN, DomainFilter, FailureRecord, FinalAttempt, JobRuns
-from jobkit.records.store import Records
 from jobkit.spec import JobSpecification
 from jobkit.status import JobStatus
+
+if TYPE_CHECKING:
+    from jobkit.records.store import Records
 
 
 @dataclass(frozen=True)

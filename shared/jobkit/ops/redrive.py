@@ -41,11 +41,12 @@ from typing import TYPE_CHECKING, Any
 from jobkit.ops.dead_letters import DeadLetter, dead_letter, judged, list_dead_letters
 from jobkit.ops.scan import QueueScan
 from jobkit.ops.scope import Scope
-from jobkit.records.store import Records
 from jobkit.sqs import Outgoing, QueueDirectory, delete_in_chunks, pack_batches, send_batch, sendable_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
+
+    from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)
 

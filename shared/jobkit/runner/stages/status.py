@@ -5,12 +5,16 @@ and cost no request. See :mod:`jobkit.status`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jobkit.clock import Clock
 from jobkit.outcome import Outcome, RecordResult
-from jobkit.records.store import Records
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
 from jobkit.status import RecordingStatusTracker
+
+if TYPE_CHECKING:
+    from jobkit.records.store import Records
 
 _SKIPPED = (Outcome.DUPLICATE, Outcome.SUPERSEDED)  # a redelivery's status already says it succeeded
 
