@@ -28,10 +28,12 @@ def _declaration() -> Any:
     return parse_declaration({"jobkit": {"prefix": "bench"}, "types": types}, source="bench")
 
 
-def _events(specs: list[Any]) -> list[dict[str, Any]]:
+def _events(specs: list[Any], sent_at: float | None = None) -> list[dict[str, Any]]:
+    """Lambda events of the jobs, sent (SQS's SentTimestamp) at ``sent_at``, or now."""
     from jobkit.testing import sqs_event
 
-    return [sqs_event(specs[i : i + BATCH], now=time.time()) for i in range(0, len(specs), BATCH)]
+    sent = time.time() if sent_at is None else sent_at
+    return [sqs_event(specs[i : i + BATCH], now=sent) for i in range(0, len(specs), BATCH)]
 
 
 def _measure(handler: Any, events: list[dict[str, Any]], jobs: int, calls: ApiCalls) -> dict[str, float]:
@@ -62,21 +64,30 @@ def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
     runners = {queue: wiring.runner(queue) for queue in declaration.queues}
     root = new_root_job_params("bench:root", time.time() - 1)
     leaf_params = {k: v for k, v in root.items() if k != "rootJobIsSelf"}
-    twins = [JobSpecification("dedup", {"page": n}).stamped(time.time() - 1) for n in range(jobs)]
+    sent = time.time() - 1
+    twins = [JobSpecification("dedup", {"page": n}).stamped(sent) for n in range(jobs)]
+
+    def measured(queue: str, specs: list[Any], expected: str, sent_at: float | None = None) -> dict[str, float]:
+        runner = runners[queue]
+        outcomes: list[str] = []
+
+        def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            results = runner.process(event, context)
+            outcomes.extend(str(r.outcome) for r in results)
+            return {"batchItemFailures": [r.message_id for r in results if r.report_failure]}
+
+        figures = _measure(handler, _events(specs, sent_at), jobs, calls)
+        assert set(outcomes) == {expected}, (queue, expected, set(outcomes))  # the figure is of that path
+        return figures
+
     results = {
-        "plain": _measure(
-            runners["plain"].handle, _events([JobSpecification("plain", {"n": n}) for n in range(jobs)]), jobs, calls
+        "plain": measured("plain", [JobSpecification("plain", {"n": n}) for n in range(jobs)], "succeeded"),
+        "remove_duplicates, runs": measured("dedup", twins, "succeeded", sent),
+        # twins sent with the originals, before those ran: duplicates of their successful runs
+        "remove_duplicates, duplicate": measured(
+            "dedup", [t.replace(id=f"twin-{t.id}") for t in twins], "duplicate", sent
         ),
-        "remove_duplicates, runs": _measure(runners["dedup"].handle, _events(twins), jobs, calls),
-        "remove_duplicates, duplicate": _measure(
-            runners["dedup"].handle, _events([t.replace(id=f"twin-{t.id}") for t in twins]), jobs, calls
-        ),
-        "leaf": _measure(
-            runners["leaf"].handle,
-            _events([JobSpecification("leaf", {"n": n, **leaf_params}) for n in range(jobs)]),
-            jobs,
-            calls,
-        ),
+        "leaf": measured("leaf", [JobSpecification("leaf", {"n": n, **leaf_params}) for n in range(jobs)], "succeeded"),
     }
     return results
 

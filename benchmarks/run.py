@@ -105,8 +105,9 @@ def render(r: dict[str, Any]) -> str:
         f"**Cold start** (median of {cold['repeats']}): importing the handler {cold['handler_import_ms']:.0f} ms "
         f"({cold['import_ratio']:.2f}x `import boto3` + one client, {cold['baseline_ms']:.0f} ms); import plus the "
         f"first invocation's build (SQS client, Powertools, metrics) {cold['handler_import_and_build_ms']:.0f} ms "
-        f"({cold['import_and_build_ratio']:.2f}x; budget 1.25x). The DynamoDB client and pynamodb load on first "
-        "use, about 300 ms more, only in containers whose jobs touch the table.",
+        f"({cold['import_and_build_ratio']:.2f}x; budget 1.25x). Clients are botocore's, so no jobkit process "
+        "imports boto3 (and the S3 transfer modules it brings). The DynamoDB client loads on first use, only in "
+        "containers whose jobs touch the table.",
         "",
         f"**Cost per million jobs** ({r['cost']['prices']['as_of']}; 256 MB arm64, full batches, "
         f"{r['cost']['assumptions']['log_bytes_per_job']} bytes of INFO logs and EMF per job):",

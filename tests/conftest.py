@@ -8,11 +8,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, load_declaration
 from jobkit.local import LocalStack
+from jobkit.local.provision import provision_table
+from jobkit.records.dynamodb import DynamoDBTable
+from jobkit.records.memory import MemoryTable
+from jobkit.records.store import Records
+from jobkit.records.table import Table
 
 from testjobs import BROKEN, HOOKS, RUNS
 
@@ -34,6 +41,25 @@ def _aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def test_declaration() -> Declaration:
     return load_declaration(FIXTURES / "jobs.toml")
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def table(request: pytest.FixtureRequest, test_declaration: Declaration) -> Iterator[Table]:
+    """The jobs table in memory, then on DynamoDB (moto), provisioned as the
+    local stack provisions it: for contract tests that both must pass."""
+    if request.param == "memory":
+        yield MemoryTable()
+        return
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        provision_table(client, test_declaration)
+        yield DynamoDBTable(client, test_declaration.table_name)
+
+
+@pytest.fixture
+def records(table: Table) -> Records:
+    """The record store over each backend in turn."""
+    return Records(table)
 
 
 @pytest.fixture(scope="session")

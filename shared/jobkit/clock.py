@@ -75,7 +75,8 @@ class SystemClock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="jobkit-alarms", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            if self._alarms[0][2] is entry:  # the thread sleeps until the earliest: wake it only for a new earliest
+                self._wake.notify()
         return entry
 
     def _run(self) -> None:

@@ -100,10 +100,18 @@ class Admission:
     reason: str = ""
     defer_s: int = 0
     unavailable: bool = False
-    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
     job_type: str = ""
     duplicate_key: str | None = None  # set when this attempt holds a duplicate claim
     delivery: JobRef | None = None  # set when this attempt holds a delivery claim
+    _owner: str | None = field(default=None, repr=False)
+
+    @property
+    def owner(self) -> str:
+        """This attempt's token in the claims it takes (made when it first claims:
+        a job that claims nothing costs no random bytes)."""
+        if self._owner is None:
+            self._owner = uuid.uuid4().hex
+        return self._owner
 
 
 class DedupStore:

@@ -5,23 +5,16 @@ fail-open; and the status records in both backends."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
-from jobkit.config import Declaration
 from jobkit.local import LocalStack
-from jobkit.local.provision import provision_table
 from jobkit.outcome import Outcome
-from jobkit.records.dynamodb import DynamoDBRecords
-from jobkit.records.memory import MemoryRecords
-from jobkit.records.store import Records as DedupBackend
+from jobkit.records.store import Records
 from jobkit.status import JobState, JobStatus
 
 from conftest import START, RequestCounter
@@ -169,26 +162,15 @@ def test_a_status_store_that_cannot_be_written_never_fails_the_job(stack: LocalS
 # -- the backend contract -------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
-def backend(request: Any, test_declaration: Declaration) -> Iterator[DedupBackend]:
-    if request.param == "memory":
-        yield MemoryRecords()
-        return
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        provision_table(client, test_declaration)
-        yield DynamoDBRecords(client, test_declaration.table_name)
-
-
-def test_status_records_round_trip_and_are_replaced(backend: DedupBackend) -> None:
+def test_status_records_round_trip_and_are_replaced(records: Records) -> None:
     running = JobStatus("j1", "tracked", None, JobState.RUNNING, 2, 100.5, started_at=100.5, progress=12.5)
-    backend.put_status(running, 2**31)
-    assert backend.statuses("tracked", "j1") == [running]
+    records.put_status(running, 2**31)
+    assert records.statuses("tracked", "j1") == [running]
     done = JobStatus(
         "j1", "tracked", "enwiki", JobState.FAILED, 2, 103.25, 100.5, 103.25, 12.5, '{"a":[1]}', "E: x", True, None
     )
-    backend.put_status(done, 2**31)
-    assert backend.statuses("tracked", "j1") == [running, done]  # one per domain: None, then enwiki
-    backend.put_status(replace(done, domain=None), 2**31)
-    assert backend.statuses("tracked", "j1")[0] == replace(done, domain=None)
-    assert backend.statuses("tracked", "j2") == []
+    records.put_status(done, 2**31)
+    assert records.statuses("tracked", "j1") == [running, done]  # one per domain: None, then enwiki
+    records.put_status(replace(done, domain=None), 2**31)
+    assert records.statuses("tracked", "j1")[0] == replace(done, domain=None)
+    assert records.statuses("tracked", "j2") == []

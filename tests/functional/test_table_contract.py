@@ -5,31 +5,11 @@ write to an empty key sees an item without attributes, ``None`` means absent."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-import boto3
 import pytest
-from moto import mock_aws
 
-from jobkit.config import Declaration
-from jobkit.local.provision import provision_table
-from jobkit.records.dynamodb import DynamoDBTable
-from jobkit.records.memory import MemoryTable
 from jobkit.records.table import Absent, AtMost, Below, ConditionFailed, Equals, Table
 
 KEY = ("t#dup#h", "-")
-
-
-@pytest.fixture(params=["memory", "dynamodb"])
-def table(request: Any, test_declaration: Declaration) -> Iterator[Table]:
-    if request.param == "memory":
-        yield MemoryTable()
-        return
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        provision_table(client, test_declaration)
-        yield DynamoDBTable(client, test_declaration.table_name)
 
 
 def test_values_round_trip_with_their_types(table: Table) -> None:

@@ -36,7 +36,7 @@ from jobkit.runner.delivery import (
     receive_count,
 )
 from jobkit.runner.failures import Failures, is_permanent
-from jobkit.runner.stage import JOB_ERRORS, Run, Stage
+from jobkit.runner.stage import JOB_ERRORS, Run, Stage, hooks
 from jobkit.runner.stages import StageKit, standard_stages
 from jobkit.spec import JobSpecification
 
@@ -85,6 +85,7 @@ class Runner:
         self._failures = Failures(self.queue, queues, dedup, self._clock, rng or random.Random())
         kit = StageKit(self.queue, queues, self._clock, dedup, metrics, group_factory)
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
+        self._hooks = _Hooks(self.stages)
 
     @property
     def _rng(self) -> random.Random:
@@ -99,13 +100,14 @@ class Runner:
     def process(self, event: Mapping[str, Any], context: LambdaContext | None = None) -> list[RecordResult]:
         """Handle every record of an SQS event and return what happened to each."""
         records = event.get("Records") if isinstance(event, Mapping) else None
-        for stage in self.stages:
-            self._call(stage.begin_batch)
+        self._hooks = _Hooks(self.stages)  # each batch: a test or an app may have changed the stages
+        for hook in self._hooks.begin_batch:
+            self._call(hook)
         # A job's own exits (sys.exit) are failed attempts; what still escapes
         # (KeyboardInterrupt, a crash) ends the invocation unreported, as death would
         results = [self._handle_safely(record, context) for record in (records if isinstance(records, list) else [])]
-        for stage in self.stages:
-            self._call(stage.end_batch)
+        for hook in self._hooks.end_batch:
+            self._call(hook)
         return results
 
     # -- one record ------------------------------------------------------------------
@@ -124,8 +126,8 @@ class Runner:
         except Exception as exc:  # a bug in jobkit itself, or a hand-made record: never crash the batch
             log.exception("internal error handling message %s", message_id_of(record))
             result = self._failures.internal_error(record, exc)
-        for stage in reversed(self.stages):
-            self._call(stage.settle, delivery, result)
+        for hook in self._hooks.settle:
+            self._call(hook, delivery, result)
         return result
 
     def _take(self, record: Mapping[str, Any], context: LambdaContext | None) -> Delivery | RecordResult:
@@ -142,7 +144,9 @@ class Runner:
         except JobClassError as exc:
             return self._failures.poison(record, exc, spec)
         received = receive_count(record)
-        spec = spec.replace(enqueued_at=enqueued_at(record, spec))
+        taken_at = enqueued_at(record, spec)
+        if taken_at != spec.enqueued_at:
+            spec = spec.replace(enqueued_at=taken_at)
         attempt = self._attempts.before(record, spec.type) + received
         return Delivery(record, spec, job_type, job_class, attempt, received, context=context)
 
@@ -158,8 +162,8 @@ class Runner:
         return self.declaration.types[name]
 
     def _admit_and_run(self, delivery: Delivery) -> RecordResult:
-        for stage in self.stages:
-            result = stage.admit(delivery)
+        for admit in self._hooks.admit:
+            result: RecordResult | None = admit(delivery)
             if result is not None:
                 return result
         return self._run(delivery)
@@ -171,8 +175,8 @@ class Runner:
         assert job is not None, "a stage builds the job before it runs"
         run = Run(started_at=self._clock.now())
         try:
-            for stage in self.stages:
-                self._call(stage.start, delivery, run)
+            for hook in self._hooks.start:
+                self._call(hook, delivery, run)
             log.info("running %s %s, attempt %d", spec.type, spec.id, delivery.attempt, extra=delivery.keys)
             log.debug("job params", extra={**delivery.keys, "params": spec.params})
             try:
@@ -187,8 +191,8 @@ class Runner:
         finally:
             run.done()
         run.finished_at = self._clock.now()
-        for stage in reversed(self.stages):
-            self._call(stage.finish, delivery, run)
+        for hook in self._hooks.finish:
+            self._call(hook, delivery, run)
         fields = {
             "started_at": run.started_at,
             "pickup_delay_ms": max(0.0, run.started_at - (spec.ready_at or run.started_at)) * 1000,
@@ -216,3 +220,15 @@ class Runner:
             hook(*args)
         except Exception:
             log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))
+
+
+class _Hooks:
+    """The stages' hooks, in the order the runner calls them: the defined ones only."""
+
+    def __init__(self, stages: list[Stage]) -> None:
+        self.begin_batch = hooks(stages, "begin_batch")
+        self.admit = hooks(stages, "admit")
+        self.start = hooks(stages, "start")
+        self.finish = hooks(stages, "finish", reverse=True)
+        self.settle = hooks(stages, "settle", reverse=True)
+        self.end_batch = hooks(stages, "end_batch")

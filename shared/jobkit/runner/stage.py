@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jobkit.outcome import RecordResult
@@ -87,3 +87,10 @@ class Stage:
 
     def end_batch(self) -> None:
         """The SQS batch is done."""
+
+
+def hooks(stages: list[Stage], name: str, *, reverse: bool = False) -> list[Callable[..., Any]]:
+    """The ``name`` hooks of the stages that define one, in stage order (or the
+    reverse): a stage that keeps the base class's no-op costs nothing per job."""
+    found = [getattr(stage, name) for stage in stages if getattr(type(stage), name) is not getattr(Stage, name)]
+    return found[::-1] if reverse else found

@@ -5,7 +5,6 @@ is a failed attempt."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -38,6 +37,14 @@ class JobInstance(Stage):
         if delivery.context is not None:
             context.remaining_ms = delivery.context.get_remaining_time_in_millis
         if factory is not None:
-            # One group per attempt: it derives the IDs of the jobs this attempt pushes.
-            context._queue_group = functools.cache(lambda: factory(spec.domain).for_job(spec))
+            # One group per attempt, made when the job first pushes: it derives
+            # the IDs of the jobs this attempt pushes.
+            made: list[QueueGroup] = []
+
+            def group() -> QueueGroup:
+                if not made:
+                    made.append(factory(spec.domain).for_job(spec))
+                return made[0]
+
+            context._queue_group = group
         return context
