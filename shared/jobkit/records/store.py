@@ -58,8 +58,9 @@ class Records:
                 when=Absent("root_ts") | Below("root_ts", timestamp),
             )
         except ConditionFailed as lost:
-            if lost.item is not None and _number(lost.item, "root_ts") is not None:
-                return float(lost.item["root_ts"])  # type: ignore[arg-type]
+            stored = _number(lost.item or {}, "root_ts")
+            if stored is not None:
+                return stored
         return timestamp
 
     # -- duplicate claims ------------------------------------------------------------------
@@ -131,7 +132,10 @@ class Records:
 
     def put_failure(self, record: FailureRecord, expires_at: int) -> None:
         self.table.put(
-            (_runs_partition(record.ref), failure_sort_key(record.domain, record.at, record.attempt)),
+            (
+                _runs_partition(record.job_type, record.job_id),
+                failure_sort_key(record.domain, record.at, record.attempt),
+            ),
             {
                 "expires_at": expires_at,
                 "job_type": record.job_type,
@@ -148,7 +152,7 @@ class Records:
     def put_final(self, record: FinalAttempt, expires_at: int) -> None:
         """Store a job's final-attempt record, replacing an earlier one."""
         self.table.put(
-            (_runs_partition(record.ref), final_sort_key(record.ref.domain)),
+            (_runs_partition(record.ref.job_type, record.ref.job_id), final_sort_key(record.ref.domain)),
             {
                 "expires_at": expires_at,
                 "attempt": record.attempt,
@@ -168,10 +172,7 @@ class Records:
         prefix = None if domain is ANY_DOMAIN else domain_key(domain) + "#"
         failures: dict[str | None, list[FailureRecord]] = {}
         finals: dict[str | None, FinalAttempt] = {}
-        found_failures = 0
-        for sort_key, item in self.table.query(
-            _runs_partition(JobRef(job_type, None, job_id)), prefix, newest_first=True
-        ):
+        for sort_key, item in self.table.query(_runs_partition(job_type, job_id), prefix, newest_first=True):
             found, rest = split_runs_sort_key(sort_key)
             if domain is not ANY_DOMAIN and found != domain:
                 continue
@@ -180,8 +181,7 @@ class Records:
                 finals[found] = _final_attempt(item, ref)
             elif len(failures.setdefault(found, [])) < limit:
                 failures[found].append(_failure(item, ref))
-                found_failures += 1
-            if domain is not ANY_DOMAIN and found_failures >= limit:
+            if domain is not ANY_DOMAIN and len(failures.get(domain, ())) >= limit:
                 break  # the final record sorts before the failures: it is read already
         return {found: JobRuns(tuple(failures.get(found, ())), finals.get(found)) for found in {*failures, *finals}}
 
@@ -250,8 +250,8 @@ def _delivery_key(ref: JobRef) -> Key:
     return (partition_key(ref.job_type, Kind.DELIVERY, ref.job_id), domain_key(ref.domain))
 
 
-def _runs_partition(ref: JobRef) -> str:
-    return partition_key(ref.job_type, Kind.RUNS, ref.job_id)
+def _runs_partition(job_type: str, job_id: str) -> str:
+    return partition_key(job_type, Kind.RUNS, job_id)
 
 
 def _deferral_key(job_type: str, message_id: str) -> Key:

@@ -115,15 +115,9 @@ class Failures:
         recorded, and on the last receive the queue allows the message goes to
         the DLQ now, with the reason, rather than by the redrive policy without one."""
         message = f"could not re-enqueue the job ({why}): {error_message(None, error)}"
-        last = delivery.receive_count >= self._queue.max_receive_count
-        log.warning(
-            "%s; %s",
-            message,
-            "this was its last receive: dead-lettering it" if last else "the message will be redelivered",
-            extra=delivery.keys,
-        )
-        if last:
+        if delivery.receive_count >= self._queue.max_receive_count:
             return self.dead_letter(delivery, "internal_error", error, message, {"reason": why})
+        log.warning("%s; the message will be redelivered", message, extra=delivery.keys)
         self._record(delivery, error, message, None)
         return delivery.result(Outcome.RETRIED, error=describe(error, message), reason=why, exception=error)
 
@@ -135,20 +129,21 @@ class Failures:
         claimed = spec.type if spec is not None else string_attribute_of(record, TYPE_ATTRIBUTE)
         job_type = claimed if claimed is not None and claimed in self._queue.types else UNKNOWN_TYPE
         message_id = message_id_of(record)
+        message = text_of(error)
+        text = describe(error, message)
         log.error(
             "poison message %s dead-lettered: %s",
             message_id,
-            describe(error, text_of(error)),
+            text,
             extra={"message_id": message_id, "job_type": job_type},
         )
         if spec is not None and self._store is not None:  # parsed, but its class did not resolve
             failure = FailureRecord(
-                spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, text_of(error), ""
+                spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, message, ""
             )
             self._store.record_failure(replace(failure, dead_letter_reason="poison"))
-        reason = DeadLetterReason("poison", type(error).__name__, text_of(error), received)
+        reason = DeadLetterReason("poison", type(error).__name__, message, received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
-        text = describe(error, text_of(error))
         return RecordResult(message_id, job_type, outcome, attempt=received, error=text, exception=error)
 
     def internal_error(self, record: Any, error: Exception) -> RecordResult:
@@ -157,9 +152,10 @@ class Failures:
         receive it is dead-lettered with the error."""
         received = receive_count(record)
         message_id = message_id_of(record)
-        text = describe(error, text_of(error))
+        message = text_of(error)
+        text = describe(error, message)
         if received >= self._queue.max_receive_count and isinstance(record, Mapping):
-            reason = DeadLetterReason("internal_error", type(error).__name__, text_of(error), received)
+            reason = DeadLetterReason("internal_error", type(error).__name__, message, received)
             if self._copy_to_dlq(record, reason, {"message_id": message_id}):
                 return RecordResult(message_id, UNKNOWN_TYPE, Outcome.DEAD_LETTERED, error=text, exception=error)
         return RecordResult(message_id, UNKNOWN_TYPE, Outcome.RETRIED, error=text, exception=error)
