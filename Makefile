@@ -61,10 +61,8 @@ sam-check: $(VENV)/.dev $(SAM_VENV)/.installed
 	$(BIN)/jobkit template --check
 	$(BIN)/cfn-lint template.yaml
 	$(SAM_VENV)/bin/sam validate --lint --template template.yaml
-	$(SAM_VENV)/bin/sam build --template template.yaml --build-dir .aws-sam/build
-	test -f .aws-sam/build/JobkitLayer/python/jobkit/__init__.py
-	test -f .aws-sam/build/JobkitLayer/python/aws_lambda_powertools/__init__.py
-	test ! -e .aws-sam/build/JobkitLayer/python/botocore
+	JOBKIT_PYTHON=$(abspath $(BIN)/python) $(SAM_VENV)/bin/sam build --template template.yaml --build-dir .aws-sam/build
+	$(BIN)/python tests/deploy/check_build.py .aws-sam/build
 	@echo "sam-check: template current, lint-clean, validated and built"
 
 clean:

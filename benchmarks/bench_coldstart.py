@@ -1,4 +1,4 @@
-"""Runner cold start: importing functions/runner/app.py in a fresh interpreter,
+"""Runner cold start: importing the runner's handler (jobkit.handler) in a fresh interpreter,
 against importing boto3 and creating one client (the floor every Python Lambda
 that calls AWS pays). Also the first invocation's build of the runner (clients,
 dedup store, metrics), which the handler does lazily. Medians of repeated runs.
@@ -16,8 +16,8 @@ from typing import Any
 from _common import ROOT
 
 BASELINE = "import boto3; boto3.client('sqs', region_name='us-east-1')"
-HANDLER = "import app"
-HANDLER_AND_BUILD = "import app; app._runner()"
+HANDLER = "import jobkit.handler"
+HANDLER_AND_BUILD = "import jobkit.handler; jobkit.handler._runner()"
 
 
 def _time(statement: str, env: dict[str, str]) -> float:

@@ -57,7 +57,7 @@ def log_bytes_per_job(jobs: int = 100) -> float:
         provision_table(boto3.client("dynamodb"), declaration)
         import importlib
 
-        app = importlib.import_module("app")
+        app = importlib.import_module("jobkit.handler")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             for start in range(0, jobs, BATCH):

@@ -25,7 +25,7 @@ from jobkit.push import JobQueueGroup
 from jobkit.spec import JobSpecification
 from jobkit.wiring import queue_group
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ConfigError",

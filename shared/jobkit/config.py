@@ -93,6 +93,7 @@ class Declaration:
     prefix: str = DEFAULT_PREFIX
     namespace: str = "jobkit"
     code_dir: Path | None = None
+    requirements: Path | None = None
     source: str = "<declaration>"
 
     queues: Mapping[str, QueueConfig] = field(init=False)
@@ -200,13 +201,17 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     """Validate an already-decoded declaration (a TOML document as a dict)."""
     _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types"})
     settings = _table(source, "jobkit", raw.get("jobkit", {}))
-    _no_unknown_keys(source, "jobkit", settings, {"prefix", "namespace", "code_dir"})
+    _no_unknown_keys(source, "jobkit", settings, {"prefix", "namespace", "code_dir", "requirements"})
     prefix = settings.get("prefix", DEFAULT_PREFIX)
     _check(source, "jobkit.prefix", prefix, _matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern)
     namespace = settings.get("namespace", "jobkit")
     _check(source, "jobkit.namespace", namespace, _matches(NAMESPACE_PATTERN), "must be a CloudWatch namespace")
     code_dir = settings.get("code_dir")
     _check(source, "jobkit.code_dir", code_dir, lambda v: v is None or isinstance(v, str), "must be a path string")
+    requirements = settings.get("requirements")
+    _check(
+        source, "jobkit.requirements", requirements, lambda v: v is None or isinstance(v, str), "must be a path string"
+    )
 
     defaults = _table(source, "defaults", raw.get("defaults", {}))
     _no_unknown_keys(source, "defaults", defaults, _TYPE_KEYS - {"class", "queue", "pushes"})
@@ -226,6 +231,7 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
         prefix=prefix,
         namespace=namespace,
         code_dir=(base_dir or Path(".")) / code_dir if code_dir else None,
+        requirements=(base_dir or Path(".")) / requirements if requirements else None,
         source=source,
     )
 

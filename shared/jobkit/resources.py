@@ -13,6 +13,12 @@ QUEUE_RETENTION_S = 4 * 24 * 3600
 #: The jobs table's key attributes (both strings) and its TTL attribute.
 TABLE_KEYS = ("pk", "sk")
 TTL_ATTRIBUTE = "expires_at"
+#: The runners' Lambda runtime and architecture, for which the layer is built.
+#: (python3.11 runs on Amazon Linux 2, which Lambda deprecated on 2026-06-30.)
+RUNTIME = "python3.12"
+ARCHITECTURE = "arm64"
+#: The runner functions' handler, in the jobkit layer; their own code is the app's job package.
+HANDLER = "jobkit.handler.handler"
 
 #: The name prefix of a deployment (a stage), which starts every resource name, and what it may be.
 DEFAULT_PREFIX = "jobkit"

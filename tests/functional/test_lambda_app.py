@@ -1,4 +1,4 @@
-"""functions/runner/app.py: the Lambda entry, wired from its environment."""
+"""jobkit.handler: the runner Lambda's entry (from the layer), wired from its environment."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from types import ModuleType
 
 import pytest
 
+import jobkit.handler
 from jobkit import JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, declaration_to_dict
@@ -19,7 +20,7 @@ from jobkit.local.esm import sqs_event
 
 from conftest import ROOT
 
-RUNNER_DIR = ROOT / "functions" / "runner"
+RUNNER_DIR = ROOT / "functions" / "runner"  # what `sam build` puts in the task root: the jobtypes package
 
 
 @pytest.fixture
@@ -46,7 +47,8 @@ def load_app(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     # A Lambda container configures logging once; tests load the app many times
     # in one process, so forget the last configuration (and its captured stream).
     logging.Logger.manager.loggerDict.pop("jobkit-runner", None)
-    spec = importlib.util.spec_from_file_location("runner_app", Path(RUNNER_DIR / "app.py"))
+    # A fresh copy of the handler module: a new container, with no runner built yet.
+    spec = importlib.util.spec_from_file_location("runner_app", Path(jobkit.handler.__file__))
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -74,10 +76,10 @@ def test_handler_runs_a_batch_from_its_environment(example_stack: LocalStack, mo
 
 
 def test_importing_the_handler_creates_no_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    import boto3
+    import botocore.session
 
     created: list[str] = []
-    monkeypatch.setattr(boto3, "client", lambda *a, **k: created.append(a[0]))
+    monkeypatch.setattr(botocore.session.Session, "create_client", lambda self, *a, **k: created.append(a[0]))
     load_app(monkeypatch)
     assert created == []
 

@@ -434,7 +434,10 @@ def load_runner_app(monkeypatch: pytest.MonkeyPatch) -> Any:
     runner_dir = ROOT / "functions" / "runner"
     monkeypatch.syspath_prepend(str(runner_dir))  # Lambda's task root
     logging.Logger.manager.loggerDict.pop("jobkit-runner", None)  # a fresh container's logging
-    spec = importlib.util.spec_from_file_location("runner_app_security", runner_dir / "app.py")
+    import jobkit.handler
+
+    # A fresh copy of the handler module: a new container, with no runner built yet.
+    spec = importlib.util.spec_from_file_location("runner_app_security", jobkit.handler.__file__)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -20,6 +20,10 @@ Importing it loads click, not rich or boto3: a command imports what it needs whe
 
 from __future__ import annotations
 
-from jobkit.cli.commands import main
+from jobkit.extras import require
+
+require("cli", "the jobkit command")
+
+from jobkit.cli.commands import main  # noqa: E402
 
 __all__ = ["main"]

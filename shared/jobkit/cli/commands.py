@@ -13,12 +13,12 @@ import click
 
 from jobkit.cli.ops import register_ops_commands
 from jobkit.cli.options import config_option
-from jobkit.config import load_declaration
+from jobkit.config import Declaration, load_declaration
 from jobkit.errors import JobKitError
 
 
 @click.group()
-@click.version_option(package_name="jobkit")
+@click.version_option(package_name="jobkit-aws")
 def main() -> None:
     """jobkit: a serverless job queue on SQS, Lambda and DynamoDB."""
 
@@ -75,23 +75,80 @@ def demo(config_path: Path | None, seed: int, backlinks: int, pages: int, watche
     show_default=True,
     help="Your own resources, merged in (used if it exists).",
 )
-@click.option("--check", is_flag=True, help="Exit 1 if the file differs from what would be generated.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Exit 1 if the files differ from what would be generated, or a declared class does not import.",
+)
 def template(config_path: Path | None, output: Path, extra: Path, check: bool) -> None:
-    """Render template.yaml (SAM) from the job declaration."""
-    from jobkit.template import load_extra, render
+    """Render template.yaml (SAM), and the Makefile `sam build` runs, from the job declaration."""
+    from jobkit.registry import check_classes
 
     try:
-        text = render(load_declaration(config_path), load_extra(extra))
+        declaration = load_declaration(config_path)
+        files = _generated_files(declaration, output, extra)
+        if check:
+            check_classes(declaration)
     except JobKitError as exc:
         raise click.ClickException(str(exc)) from exc
     if check:
-        current = output.read_text() if output.exists() else ""
-        if current != text:
-            raise click.ClickException(f"{output} is stale: run `jobkit template` and commit the result")
-        click.echo(f"{output} is up to date")
+        stale = [str(path) for path, text in files.items() if not path.exists() or path.read_text() != text]
+        if stale:
+            verb = "is" if len(stale) == 1 else "are"
+            raise click.ClickException(
+                f"{' and '.join(stale)} {verb} stale: run `jobkit template` and commit the result"
+            )
+        click.echo(f"{output} is up to date, and every declared class imports")
         return
-    output.write_text(text)
-    click.echo(f"wrote {output}")
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        click.echo(f"wrote {path}")
+
+
+def _generated_files(declaration: Declaration, output: Path, extra: Path) -> dict[Path, str]:
+    """What ``jobkit template`` writes: the template, and the Makefile ``sam build`` runs."""
+    import jobkit
+    from jobkit.sam.makefile import makefile_path, makefile_text
+    from jobkit.template import load_extra, render
+
+    return {
+        output: render(declaration, load_extra(extra), base_dir=output.parent),
+        makefile_path(declaration): makefile_text(declaration, jobkit.__version__),
+    }
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."))
+@click.option("--package", default="jobs", show_default=True, help="The jobs package to create (e.g. myapp.jobs).")
+@click.option("--prefix", default=None, help="Resource name prefix (default: from the directory's name).")
+@click.option(
+    "--template",
+    "template_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("template.yaml"),
+    show_default=True,
+    help="Where the SAM template goes, relative to DIRECTORY.",
+)
+def init(directory: Path, package: str, prefix: str | None, template_path: Path) -> None:
+    """Scaffold a jobs project in an app's repo (DIRECTORY, default: here); overwrites nothing."""
+    from jobkit.scaffold import DECLARATION, MAKEFILE, plan, write
+
+    try:
+        scaffold = plan(directory, package=package, template=template_path, prefix=prefix)
+        write(directory, scaffold, also=(template_path, MAKEFILE))
+        declaration = load_declaration(directory / DECLARATION)
+        files = _generated_files(declaration, directory / template_path, directory / "infra" / "template-extra.yaml")
+    except JobKitError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for path in [*scaffold.files, template_path, MAKEFILE]:
+        click.echo(f"  created {path.as_posix()}")
+    if scaffold.pytest_hint:
+        click.echo(f"  not changed: {scaffold.pytest_hint}")
+    click.echo("next: read JOBS.md; run the example job's tests with `pytest tests/test_jobs.py`")
 
 
 @main.group()

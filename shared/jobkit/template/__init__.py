@@ -24,9 +24,11 @@ sections), :mod:`.checkov` (the findings that do not apply), :mod:`.naming`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from jobkit.config import Declaration
+from jobkit.resources import ARCHITECTURE, RUNTIME
 from jobkit.template.alarms import alarm_topic, conditions, queue_alarms, type_alarms
 from jobkit.template.cfn_yaml import to_yaml
 from jobkit.template.checkov import CHECKOV_SKIPS
@@ -36,9 +38,7 @@ from jobkit.template.iam import RUNNER_TABLE_ACTIONS, producer_policy
 from jobkit.template.naming import logical_id
 from jobkit.template.parameters import LOG_RETENTION_DAYS, parameters
 from jobkit.template.resources import (
-    ARCHITECTURE,
     MAX_ENVIRONMENT_BYTES,
-    RUNTIME,
     queue_outputs,
     queue_resources,
     shared_resources,
@@ -65,13 +65,21 @@ HEADER = (
 )
 
 
-def render(declaration: Declaration, extra: Mapping[str, Any] | None = None) -> str:
+def render(declaration: Declaration, extra: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> str:
     """The SAM template for a declaration, as YAML text."""
-    return HEADER + to_yaml(build(declaration, extra))
+    return HEADER + to_yaml(build(declaration, extra, base_dir=base_dir))
 
 
-def build(declaration: Declaration, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The SAM template for a declaration, as a dict."""
+def build(
+    declaration: Declaration, extra: Mapping[str, Any] | None = None, *, base_dir: Path | None = None
+) -> dict[str, Any]:
+    """The SAM template for a declaration, as a dict.
+
+    Args:
+        base_dir: the template's directory, which its code paths are relative to
+            (default: the current directory).
+    """
+    base_dir = base_dir if base_dir is not None else Path.cwd()
     template: dict[str, Any] = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Transform": "AWS::Serverless-2016-10-31",
@@ -79,7 +87,7 @@ def build(declaration: Declaration, extra: Mapping[str, Any] | None = None) -> d
         "Parameters": parameters(declaration),
         "Conditions": conditions(),
         "Resources": {
-            **shared_resources(),
+            **shared_resources(declaration, base_dir),
             "AlarmTopic": alarm_topic(),
             "ProducerPolicy": producer_policy(declaration),
         },
@@ -92,7 +100,7 @@ def build(declaration: Declaration, extra: Mapping[str, Any] | None = None) -> d
         },
     }
     for queue in declaration.queues.values():
-        template["Resources"].update(queue_resources(declaration, queue))
+        template["Resources"].update(queue_resources(declaration, queue, base_dir))
         template["Resources"].update(queue_alarms(queue))
         template["Outputs"].update(queue_outputs(queue))
     for job_type in declaration.types.values():

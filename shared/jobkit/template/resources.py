@@ -5,38 +5,52 @@ group and its event source mapping."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from jobkit.config import Declaration, QueueConfig, declaration_to_dict
 from jobkit.errors import ConfigError
-from jobkit.resources import DLQ_RETENTION_S, PREFIX_PARAMETER, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
+from jobkit.resources import (
+    ARCHITECTURE,
+    DLQ_RETENTION_S,
+    HANDLER,
+    PREFIX_PARAMETER,
+    QUEUE_RETENTION_S,
+    RUNTIME,
+    TABLE_KEYS,
+    TTL_ATTRIBUTE,
+)
+from jobkit.sam.makefile import makefile_path
+from jobkit.sam.runner import code_source
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import pushed_types, runner_policy, sendable_queues
 from jobkit.template.naming import NAMES, QueueIds
 
-RUNTIME = "python3.12"  # python3.11 runs on Amazon Linux 2, which Lambda deprecated on 2026-06-30
-ARCHITECTURE = "arm64"
 MAX_ENVIRONMENT_BYTES = 4096  # Lambda's limit on all environment variables together
 
 
-def shared_resources() -> dict[str, Any]:
+def shared_resources(declaration: Declaration, base_dir: Path) -> dict[str, Any]:
     """The jobkit layer and the jobs table."""
+    import jobkit
+
     pk, sk = TABLE_KEYS
+    build = _build_dir(declaration, base_dir)
     return {
         "JobkitLayer": {
             "Type": "AWS::Serverless::LayerVersion",
             "Properties": {
-                "Description": "The jobkit package and its dependencies",
-                "ContentUri": "shared/",
+                "Description": f"jobkit-aws {jobkit.__version__} and its runtime dependencies",
+                "ContentUri": build + "/",
                 "CompatibleRuntimes": [RUNTIME],
                 "CompatibleArchitectures": [ARCHITECTURE],
                 "RetentionPolicy": "Delete",
             },
-            # A makefile build cross-installs wheels for the Lambda runtime with pip
-            # (--python-version, --platform), so `sam build` needs no matching local
-            # Python and no container (see shared/Makefile).
-            "Metadata": {"BuildMethod": "makefile", "BuildArchitecture": ARCHITECTURE},
+            # The generated Makefile copies the installed jobkit and cross-installs
+            # its dependencies for the Lambda runtime with pip (--python-version,
+            # --platform), so `sam build` needs no matching local Python and no
+            # container (see jobkit.sam).
+            "Metadata": {"BuildMethod": "makefile", "BuildArchitecture": ARCHITECTURE, "ContextPath": build},
         },
         "JobsTable": {
             "Type": "AWS::DynamoDB::Table",
@@ -59,7 +73,7 @@ def shared_resources() -> dict[str, Any]:
     }
 
 
-def queue_resources(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:
+def queue_resources(declaration: Declaration, queue: QueueConfig, base_dir: Path) -> dict[str, Any]:
     """A declared queue, its DLQ, and the runner function that consumes it."""
     ids = QueueIds(queue.name)
     return {
@@ -86,7 +100,7 @@ def queue_resources(declaration: Declaration, queue: QueueConfig) -> dict[str, A
             },
             "Metadata": checkov_skips("CKV_AWS_27"),
         },
-        ids.runner: _runner_function(declaration, queue),
+        ids.runner: _runner_function(declaration, queue, base_dir),
         # Declared, rather than left to Lambda to create on first write, so that its
         # logs expire. The runner logs to it by name and by LoggingConfig.
         ids.log_group: {
@@ -137,7 +151,7 @@ def queue_outputs(queue: QueueConfig) -> dict[str, Any]:
     }
 
 
-def _runner_function(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:
+def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Path) -> dict[str, Any]:
     ids = QueueIds(queue.name)
     subset = declaration_to_dict(declaration, only_types=set(queue.types) | pushed_types(declaration, queue))
     subset["jobkit"].pop("prefix")  # the stack's Prefix parameter names the resources
@@ -149,8 +163,9 @@ def _runner_function(declaration: Declaration, queue: QueueConfig) -> dict[str, 
     properties: dict[str, Any] = {
         "FunctionName": {"Fn::Sub": NAMES.runner(queue.name)},
         "Description": f"jobkit runner for queue {queue.name}: {', '.join(queue.types)}",
-        "CodeUri": _code_uri(declaration),
-        "Handler": "app.handler",
+        # What sam build watches; the Makefile copies only the job package(s) into the function.
+        "CodeUri": _relative(code_source(declaration), base_dir) + "/",
+        "Handler": HANDLER,
         "Runtime": RUNTIME,
         "Architectures": [ARCHITECTURE],
         "Timeout": queue.timeout_s,
@@ -174,19 +189,19 @@ def _runner_function(declaration: Declaration, queue: QueueConfig) -> dict[str, 
         "Metadata": {
             "BuildMethod": "makefile",
             "BuildArchitecture": ARCHITECTURE,
+            "ContextPath": _build_dir(declaration, base_dir),
             **checkov_skips("CKV_AWS_116", "CKV_AWS_117", "CKV_AWS_115", "CKV_AWS_173"),
         },
     }
 
 
-def _code_uri(declaration: Declaration) -> str:
-    if declaration.code_dir is None:
-        return "functions/runner/"
-    source = Path(declaration.source).resolve().parent.parent  # infra/jobs.toml -> the project root
-    try:
-        return declaration.code_dir.resolve().relative_to(source).as_posix() + "/"
-    except ValueError:
-        return declaration.code_dir.as_posix() + "/"
+def _build_dir(declaration: Declaration, base_dir: Path) -> str:
+    """The generated Makefile's directory, relative to the template's."""
+    return _relative(makefile_path(declaration).parent, base_dir)
+
+
+def _relative(path: Path, base_dir: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), base_dir.resolve())).as_posix()
 
 
 def _check_environment_size(declaration: Declaration, queue: QueueConfig, *values: str) -> None:

@@ -1,0 +1,89 @@
+"""A runner function's code: the app's job package(s), and the requirements the declaration names.
+
+The code is what the declared job classes import from: for each class path
+``jobs.welcome:WelcomeEmailJob``, its top-level package (``jobs``) or module,
+found in ``code_dir``. Only those are copied, so a ``code_dir`` that is the
+app's root does not ship the app's tests, virtualenv or ``.env`` files.
+Third-party packages the jobs import are listed in the file that ``[jobkit]
+requirements`` names, and cross-installed for the Lambda runtime; jobkit
+itself comes from the layer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from jobkit.config import Declaration
+from jobkit.errors import ConfigError
+from jobkit.extras import DISTRIBUTION
+from jobkit.sam.layer import IGNORED, BuildError, pip_install
+
+
+def code_root(declaration: Declaration) -> Path:
+    """Where the declared classes are imported from: ``code_dir``, else the declaration's directory."""
+    return declaration.code_dir if declaration.code_dir is not None else Path(declaration.source).parent
+
+
+def top_level_names(declaration: Declaration) -> dict[str, list[str]]:
+    """Each top-level package or module the declared classes live in, and the types in it."""
+    names: dict[str, list[str]] = {}
+    for job_type in declaration.types.values():
+        top = job_type.class_path.partition(":")[0].split(".")[0]
+        names.setdefault(top, []).append(job_type.name)
+    return dict(sorted(names.items()))
+
+
+def code_source(declaration: Declaration) -> Path:
+    """The directory ``sam build`` watches for a runner (its ``CodeUri``): the one
+    package all classes live in, or else ``code_dir`` itself."""
+    root = code_root(declaration)
+    tops = list(top_level_names(declaration))
+    if len(tops) == 1 and (root / tops[0]).is_dir():
+        return root / tops[0]
+    return root
+
+
+def build_runner(declaration: Declaration, artifacts_dir: Path) -> list[str]:
+    """Copy the job code into ``artifacts_dir`` and install the declared requirements;
+    returns what was copied (top-level names)."""
+    root = code_root(declaration)
+    artifacts_dir.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for top, types in top_level_names(declaration).items():
+        package, module = root / top, root / f"{top}.py"
+        if package.is_dir():
+            if (artifacts_dir / top).exists():
+                shutil.rmtree(artifacts_dir / top)
+            shutil.copytree(package, artifacts_dir / top, ignore=IGNORED)
+        elif module.is_file():
+            shutil.copy2(module, artifacts_dir / module.name)
+        else:
+            raise ConfigError(
+                declaration.source,
+                f"types.{types[0]}.class",
+                f"{top!r} is neither a package ({package}{os.sep}) nor a module ({module}) in code_dir",
+            )
+        copied.append(top)
+    if declaration.requirements is not None:
+        _install_requirements(declaration, artifacts_dir)
+    return copied
+
+
+def _install_requirements(declaration: Declaration, artifacts_dir: Path) -> None:
+    path = declaration.requirements
+    assert path is not None
+    if not path.is_file():
+        raise ConfigError(declaration.source, "jobkit.requirements", f"{path} does not exist")
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        name = line.split("#")[0].strip().split(";")[0]
+        for stop in "[=<>!~ ":
+            name = name.split(stop)[0]
+        if name.lower().replace("_", "-") in {DISTRIBUTION, "jobkit", "boto3", "botocore"}:
+            raise BuildError(
+                f"{path}:{number}: {name} is provided by the jobkit layer and the Lambda runtime; a second copy "
+                "in the function would shadow theirs: remove the line"
+            )
+    if any(line.split("#")[0].strip() for line in path.read_text().splitlines()):
+        pip_install(artifacts_dir, ["-r", str(path)])

@@ -1,0 +1,125 @@
+"""``jobkit init``: a jobs project inside an existing app's repo.
+
+It writes the declaration (``infra/jobs.toml``, one example type), a jobs
+package with one :class:`~jobkit.Job` subclass, a test that runs it on the
+local stack, the pytest setting that points the ``jobkit_stack`` fixture at
+the declaration, the generated SAM template with its Makefile, and a short
+``JOBS.md``. It refuses to overwrite any file: it writes all of them or none.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+from jobkit.errors import JobKitError
+from jobkit.sam.makefile import DIRECTORY
+
+DECLARATION = Path("infra/jobs.toml")
+MAKEFILE = DECLARATION.parent / DIRECTORY / "Makefile"
+TESTS = Path("tests/test_jobs.py")
+PACKAGE_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+class ScaffoldError(JobKitError):
+    """The project cannot be scaffolded as asked; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    """What ``jobkit init`` writes (relative to the app's root) and what it left alone."""
+
+    files: dict[Path, str]
+    #: Why the pytest setting was not written, if it was not (an existing pytest configuration).
+    pytest_hint: str | None
+
+
+def plan(
+    root: Path, *, package: str = "jobs", template: Path = Path("template.yaml"), prefix: str | None = None
+) -> Scaffold:
+    """The files for a jobs project in ``root``, without the template (which needs the declaration on disk).
+
+    Raises:
+        ScaffoldError: a bad package name or prefix.
+    """
+    if not PACKAGE_PATTERN.match(package):
+        raise ScaffoldError(f"--package {package!r} is not a Python package name (e.g. jobs, myapp.jobs)")
+    prefix = prefix or default_prefix(root)
+    package_dir = Path(*package.split("."))
+    values = {
+        "prefix": prefix,
+        "package": package,
+        "package_dir": package_dir.as_posix(),
+        "declaration": DECLARATION.as_posix(),
+        "tests": TESTS.as_posix(),
+        "template": template.as_posix(),
+        "makefile": MAKEFILE.as_posix(),
+    }
+    files = {
+        DECLARATION: _text("jobs.toml.txt", values),
+        TESTS: _text("test_jobs.py.txt", values),
+        Path("JOBS.md"): _text("JOBS.md.txt", values),
+    }
+    # The package, and any parent package that does not exist yet.
+    for depth in range(1, len(package_dir.parts) + 1):
+        init = Path(*package_dir.parts[:depth]) / "__init__.py"
+        if depth == len(package_dir.parts) or not (root / init).exists():
+            files[init] = _text("package_init.py.txt", values)
+    files[package_dir / "welcome_email.py"] = _text("welcome_email.py.txt", values)
+    hint = existing_pytest_config(root)
+    if hint is None:
+        files[Path("pytest.ini")] = _text("pytest.ini.txt", values)
+    return Scaffold(files, hint)
+
+
+def write(root: Path, scaffold: Scaffold, *, also: tuple[Path, ...] = ()) -> None:
+    """Write every file, or none if any of them (or of ``also``, which the caller writes next) exists."""
+    existing = sorted(path.as_posix() for path in (*scaffold.files, *also) if (root / path).exists())
+    if existing:
+        raise ScaffoldError(
+            f"not overwriting {', '.join(existing)}: move them aside, or pick other names (--package, --template)"
+        )
+    for path, text in scaffold.files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
+def default_prefix(root: Path) -> str:
+    """A resource name prefix from the app's directory name: letters, digits and dashes, at most 16."""
+    name = re.sub(r"[^A-Za-z0-9-]+", "-", root.resolve().name).strip("-")
+    name = re.sub(r"^[^A-Za-z]+", "", name)[:16].rstrip("-")
+    return name or "jobs"
+
+
+def existing_pytest_config(root: Path) -> str | None:
+    """Where the app already configures pytest (which jobkit does not edit), or ``None``."""
+    line = f"jobkit_config = {DECLARATION.as_posix()}"
+    if (root / "pytest.ini").exists():
+        return f"pytest.ini exists: add `{line}` under [pytest]"
+    pyproject = root / "pyproject.toml"
+    if pyproject.exists():
+        try:
+            data = tomllib.loads(pyproject.read_text())
+        except tomllib.TOMLDecodeError:
+            data = {}
+        if "pytest" in data.get("tool", {}):
+            setting = f'jobkit_config = "{DECLARATION.as_posix()}"'
+            return f"pyproject.toml configures pytest: add `{setting}` under [tool.pytest.ini_options]"
+    for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(root / name)
+        except configparser.Error:
+            continue
+        if parser.has_section(section):
+            return f"{name} configures pytest: add `{line}` under [{section}]"
+    return None
+
+
+def _text(name: str, values: dict[str, str]) -> str:
+    return Template(resources.files(__name__).joinpath(name).read_text()).substitute(values)
