@@ -4,20 +4,23 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 
 SAM_VENV := .venv-sam
+APP      := build/app
 export SAM_CLI_TELEMETRY := 0
 
 .PHONY: demo test lint sam-check bench soak checkov clean
 
 $(BIN)/python:
+	@echo "make: creating $(VENV) (the first run installs jobkit's dependencies: about a minute)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install --progress-bar on --upgrade pip
 
+# pip prints each package as it goes, so a first run shows its progress.
 $(VENV)/.local: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local]'
+	$(BIN)/pip install --progress-bar on -e '.[local]'
 	touch $@
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local,dev]'
+	$(BIN)/pip install --progress-bar on -e '.[local,dev]'
 	touch $@
 
 demo: $(VENV)/.local
@@ -63,7 +66,14 @@ sam-check: $(VENV)/.dev $(SAM_VENV)/.installed
 	$(SAM_VENV)/bin/sam validate --lint --template template.yaml
 	JOBKIT_PYTHON=$(abspath $(BIN)/python) $(SAM_VENV)/bin/sam build --template template.yaml --build-dir .aws-sam/build
 	$(BIN)/python tests/deploy/check_build.py .aws-sam/build
-	@echo "sam-check: template current, lint-clean, validated and built"
+	@echo "sam-check: this repo's template is current, lint-clean, validated and built"
+	@# An app's repo: jobkit from the wheel in the app's virtualenv, `jobkit init`, a second
+	@# type; then SAM validates and builds it there, with that virtualenv active.
+	$(BIN)/python tests/deploy/app_project.py $(APP)
+	cd $(APP) && PATH="$(abspath $(APP))/.venv/bin:$$PATH" $(abspath $(SAM_VENV))/bin/sam validate --lint
+	cd $(APP) && PATH="$(abspath $(APP))/.venv/bin:$$PATH" $(abspath $(SAM_VENV))/bin/sam build
+	$(APP)/.venv/bin/python tests/deploy/check_build.py $(APP)/.aws-sam/build
+	@echo "sam-check: a scaffolded app's template validates and builds, its layer holding the installed jobkit"
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam

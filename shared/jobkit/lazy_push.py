@@ -1,13 +1,13 @@
 """Lazy pushes (MediaWiki's lazyPush): jobs buffered until the work that
 decided on them is done, then pushed: at the end of a ``deferred()`` block,
-after a WSGI response, or when a Lambda handler returns."""
+after a WSGI or ASGI response, or when a Lambda handler returns."""
 
 from __future__ import annotations
 
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
@@ -81,6 +81,30 @@ def wsgi_middleware(app: Callable[..., Iterable[bytes]], flush: Callable[[], obj
 
     def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         return _FlushOnClose(app(environ, start_response), flush)
+
+    return middleware
+
+
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+def asgi_middleware(app: ASGIApp, flush: Callable[[], object]) -> ASGIApp:
+    """``app`` (Starlette, FastAPI, any ASGI app), calling ``flush`` once each HTTP
+    response has been sent, on a worker thread so the event loop does not wait
+    on SQS. A response that fails still flushes, as a WSGI one does."""
+
+    async def middleware(
+        scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        import asyncio  # here: the push SDK's import (and a runner's cold start) does not pay for it
+
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        try:
+            await app(scope, receive, send)
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, flush)
 
     return middleware
 

@@ -242,6 +242,15 @@ class JobQueueGroup:
         """Wrap a WSGI app so lazily pushed jobs are flushed after the response is sent."""
         return lazy_push.wsgi_middleware(app, self.flush)
 
+    def asgi_middleware(self, app: lazy_push.ASGIApp) -> lazy_push.ASGIApp:
+        """Wrap an ASGI app (Starlette, FastAPI) so lazily pushed jobs are flushed after each response::
+
+        app = FastAPI()
+        app.add_middleware(...)            # your own
+        app = group.asgi_middleware(app)   # outermost: flushes once the response is sent
+        """
+        return lazy_push.asgi_middleware(app, self.flush)
+
     def deduplicate_root_job(self, spec: JobSpecification) -> bool:
         """Record a root job's timestamp so older leaves are superseded, without
         pushing it (MediaWiki's deduplicateRootJob, for "virtual" roots).

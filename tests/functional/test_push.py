@@ -271,3 +271,73 @@ def test_a_group_sends_through_its_transport(test_declaration: Any) -> None:
         ["queue:noop"],  # the refused entry, again
     ]
     assert transport.batches[0][0].attributes == {"JobType": {"DataType": "String", "StringValue": "noop"}}
+
+
+def test_asgi_middleware_flushes_after_the_response(stack: LocalStack, sqs_requests: RequestCounter) -> None:
+    from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    group = stack.queue_group()
+    requests_when_sent: list[int] = []
+
+    async def edit(request: Request) -> PlainTextResponse:
+        group.lazy_push(JobSpecification("noop", {"path": request.url.path}))
+        # Starlette runs a response's background task once the response is out.
+        return PlainTextResponse("ok", background=BackgroundTask(lambda: requests_when_sent.append(sqs_requests.total)))
+
+    app = group.asgi_middleware(Starlette(routes=[Route("/edit", edit, methods=["POST"])]))
+    status, body = _serve_one(app, "POST", "/edit")
+    assert (status, body) == (200, b"ok")
+    assert requests_when_sent == [0]  # the response was out before the push
+    assert [b["params"] for b in bodies(stack, "noop")] == [{"path": "/edit"}]
+
+
+def test_asgi_middleware_flushes_after_a_failed_response(stack: LocalStack) -> None:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.routing import Route
+
+    group = stack.queue_group()
+
+    async def broken(request: Request) -> None:
+        group.lazy_push(JobSpecification("noop", {"path": request.url.path}))
+        raise RuntimeError("the view failed after deciding on a job")
+
+    app = group.asgi_middleware(Starlette(routes=[Route("/broken", broken)]))
+    with pytest.raises(RuntimeError, match="view failed"):
+        _serve_one(app, "GET", "/broken")
+    assert [b["params"] for b in bodies(stack, "noop")] == [{"path": "/broken"}]
+
+
+def _serve_one(app: Any, method: str, path: str) -> tuple[int, bytes]:
+    """What an ASGI server (uvicorn, hypercorn) does for one HTTP request."""
+    import asyncio
+
+    sent: list[dict[str, Any]] = []
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")

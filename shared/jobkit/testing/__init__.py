@@ -11,14 +11,21 @@ jobkit registers a pytest plugin with a ``jobkit_stack`` fixture::
 
 ``drain()`` goes through the same runner, event source mapping emulation,
 retries with backoff, de-duplication and delays as the deployed stack, on a
-virtual clock that skips the waits. Outside pytest, use :class:`JobkitStack`
-as a context manager.
+virtual clock that skips the waits.
+
+Outside pytest (a script, another test runner, a notebook), use
+:class:`JobkitStack` as a context manager::
+
+    with JobkitStack.from_config("infra/jobs.toml") as stack:
+        stack.push(JobSpecification("sendInvoice", {"order": 42}))
+        stack.drain()
 
 Needs the ``local`` extra (moto).
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections import Counter
@@ -74,6 +81,17 @@ class JobkitStack:
         self.declaration = declaration or declaration_from_environment()
         self.clock = VirtualClock(start, flowing=not frozen)
         self.stack = LocalStack(self.declaration, clock=self.clock, seed=seed)
+
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str], **options: Any) -> JobkitStack:
+        """A stack for the declaration at ``path`` (a jobs.toml); ``options`` as for the constructor.
+
+        The declaration's ``code_dir`` goes on ``sys.path`` while the stack runs,
+        so its classes import as they would in the runner function.
+        """
+        from jobkit.config import load_declaration
+
+        return cls(load_declaration(path), **options)
 
     def __enter__(self) -> JobkitStack:
         self.stack.start()

@@ -18,18 +18,41 @@ if TYPE_CHECKING:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("jobkit_config", "the job declaration for jobkit_stack (default: $JOBKIT_CONFIG, infra/jobs.toml)")
+    parser.addini(
+        "jobkit_config",
+        "the job declaration for jobkit_stack, relative to the ini file (default: $JOBKIT_CONFIG, "
+        "else infra/jobs.toml under the rootdir)",
+    )
+
+
+def declaration_path(config: pytest.Config) -> Path:
+    """Where ``jobkit_stack`` reads the declaration, wherever pytest was started:
+
+    1. the ``jobkit_config`` ini option, relative to the ini file that sets it;
+    2. ``$JOBKIT_CONFIG``, relative to the current directory;
+    3. ``infra/jobs.toml`` under pytest's rootdir.
+    """
+    configured = config.getini("jobkit_config")
+    if configured:
+        base = config.inipath.parent if config.inipath is not None else config.rootpath
+        return base / str(configured)
+    if os.environ.get("JOBKIT_CONFIG"):
+        return Path(os.environ["JOBKIT_CONFIG"]).absolute()
+    return config.rootpath / "infra" / "jobs.toml"
 
 
 @pytest.fixture
 def jobkit_stack(request: pytest.FixtureRequest) -> Iterator[JobkitStack]:
     """A fresh local stack (in-process moto) with the declared queues and table."""
-    from jobkit.config import load_declaration
     from jobkit.testing import JobkitStack
 
-    configured = request.config.getini("jobkit_config") or os.environ.get("JOBKIT_CONFIG") or "infra/jobs.toml"
-    path = Path(configured)
-    if not path.is_absolute():
-        path = Path(request.config.rootpath) / path
-    with JobkitStack(load_declaration(path)) as stack:
+    path = declaration_path(request.config)
+    if not path.is_file():
+        pytest.fail(
+            f"jobkit_stack: no job declaration at {path}. Set the `jobkit_config` ini option to its path, "
+            "relative to the ini file (jobkit_config = infra/jobs.toml under [pytest] in pytest.ini, or under "
+            "[tool.pytest.ini_options] in pyproject.toml), or set $JOBKIT_CONFIG",
+            pytrace=False,
+        )
+    with JobkitStack.from_config(path) as stack:
         yield stack
