@@ -27,6 +27,7 @@ from jobkit.children import ChildIds, derived_job_id
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, declaration_from_environment
 from jobkit.errors import FailedJob, JobKitError, JobQueueError, SpecError
+from jobkit.lazy_push import ASGIApp
 from jobkit.spec import JobSpecification
 from jobkit.sqs import (
     MAX_JOB_BYTES,
@@ -242,7 +243,7 @@ class JobQueueGroup:
         """Wrap a WSGI app so lazily pushed jobs are flushed after the response is sent."""
         return lazy_push.wsgi_middleware(app, self.flush)
 
-    def asgi_middleware(self, app: lazy_push.ASGIApp) -> lazy_push.ASGIApp:
+    def asgi_middleware(self, app: ASGIApp) -> ASGIApp:
         """Wrap an ASGI app (Starlette, FastAPI) so lazily pushed jobs are flushed after each response::
 
         app = FastAPI()

@@ -1,16 +1,31 @@
-"""`jobkit local up` serves the local stack to other processes and runs their jobs."""
+"""`jobkit local up` serves the local stack to other processes and runs their jobs.
+
+It prints jobkit's own lines only (a banner, then a line per job outcome),
+never a line per HTTP request; a port in use is an error at once; and what it
+measures is in its CloudWatch for `jobkit top` and `jobkit queues`.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import queue
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+from jobkit.config import Declaration
+from jobkit.errors import JobKitError
+from jobkit.local.serve import serve
+from jobkit.local.stack import PortInUse
 
 from conftest import ROOT
 
@@ -19,17 +34,39 @@ from jobkit import JobSpecification, queue_group
 [job_id] = queue_group("enwiki").push(JobSpecification("refreshLinks", {"title": "Main Page"}))
 print(job_id)
 """
+PUSH_20 = """
+from jobkit import JobSpecification, queue_group
+for job_id in queue_group("enwiki").push([JobSpecification("refreshLinks", {"title": f"P{n}"}) for n in range(20)]):
+    print(job_id)
+"""
+#: Every line `jobkit local up` may print: its banner, a line per job outcome, and its goodbye.
+JOBKIT_LINE = re.compile(
+    r"jobkit local stack up: \d+ queues, table \S+"
+    r"|point your app at it with:"
+    r"|  export (AWS_ENDPOINT_URL|AWS_DEFAULT_REGION|JOBKIT_CONFIG)=.*"
+    r"|running jobs; Ctrl-C stops"
+    r"| *[a-z_]+ \w+ \S+ \(attempt \d+\)( in \d+ ms)?(: .*)?"
+    r"|stopping"
+)
+#: What a web server's request log line looks like (werkzeug's: 127.0.0.1 - - [date] "POST / HTTP/1.1" 200 -).
+REQUEST_LOG = re.compile(r'HTTP/\d\.\d"|\[\d{2}/\w{3}/\d{4}|\b(GET|POST) /')
 
 
 class Lines:
     """A subprocess's stdout, line by line, with a timeout (no test hangs)."""
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
-        self._lines: queue.Queue[str] = queue.Queue()
+        self._lines: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
         assert process.stdout is not None
         stdout = process.stdout
-        threading.Thread(target=lambda: [self._lines.put(line) for line in stdout], daemon=True).start()
+
+        def read() -> None:
+            for line in stdout:
+                self._lines.put(line)
+            self._lines.put(None)  # the end of the output
+
+        threading.Thread(target=read, daemon=True).start()
 
     def wait_for(self, text: str, timeout: float = 60) -> str:
         while True:
@@ -37,9 +74,50 @@ class Lines:
                 line = self._lines.get(timeout=timeout)
             except queue.Empty:
                 raise AssertionError(f"no line with {text!r} in time; saw: {self.seen}") from None
+            if line is None:
+                raise AssertionError(f"no line with {text!r} before the output ended; saw: {self.seen}")
             self.seen.append(line)
             if text in line:
                 return line
+
+    def rest(self, timeout: float = 30) -> list[str]:
+        """Every line seen, once the output has ended."""
+        while (line := self._lines.get(timeout=timeout)) is not None:
+            self.seen.append(line)
+        return self.seen
+
+
+def assert_only_jobkit_lines(lines: list[str]) -> None:
+    """No request log, nor anything else that is not jobkit's (stderr is in these lines too)."""
+    strays = [line for line in lines if not JOBKIT_LINE.fullmatch(line.rstrip("\n"))]
+    assert strays == [], f"lines that are not jobkit's: {strays[:10]}"
+    assert not [line for line in lines if REQUEST_LOG.search(line)]
+
+
+def app_env(endpoint: str) -> dict[str, str]:
+    """An app process that knows only the endpoint and the declaration."""
+    return {
+        **os.environ,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "JOBKIT_CONFIG": str(ROOT / "infra" / "jobs.toml"),
+    }
+
+
+def jobkit_json(endpoint: str, *args: str) -> Any:
+    """Run a `jobkit` ops command in its own process against the endpoint."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jobkit.cli", *args, "--json"],
+        env=app_env(endpoint),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 @pytest.fixture
@@ -66,15 +144,9 @@ def test_an_app_in_another_process_pushes_and_the_job_runs(local_up: tuple[subpr
     endpoint = lines.wait_for("AWS_ENDPOINT_URL=").strip().split("=", 1)[1]
     assert endpoint.startswith("http://127.0.0.1:")
     # Given an app process that knows only the endpoint and the declaration
-    app_env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "JOBKIT_CONFIG": str(ROOT / "infra" / "jobs.toml"),
-    }
-    pushed = subprocess.run([sys.executable, "-c", PUSH], env=app_env, capture_output=True, text=True, timeout=60)
+    pushed = subprocess.run(
+        [sys.executable, "-c", PUSH], env=app_env(endpoint), capture_output=True, text=True, timeout=60
+    )
     assert pushed.returncode == 0, pushed.stderr
     job_id = pushed.stdout.strip()
     # Then the local stack runs it
@@ -84,3 +156,76 @@ def test_an_app_in_another_process_pushes_and_the_job_runs(local_up: tuple[subpr
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 0
     lines.wait_for("stopping")
+    # having printed jobkit's lines only, for every request the app made
+    assert_only_jobkit_lines(lines.rest())
+
+
+def test_top_and_queues_show_what_the_local_stack_measured(local_up: tuple[subprocess.Popen[str], Lines]) -> None:
+    process, lines = local_up
+    endpoint = lines.wait_for("AWS_ENDPOINT_URL=").strip().split("=", 1)[1]
+    # Given 20 jobs pushed from an app process, and run
+    pushed = subprocess.run(
+        [sys.executable, "-c", PUSH_20], env=app_env(endpoint), capture_output=True, text=True, timeout=60
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    for job_id in pushed.stdout.split():
+        assert "succeeded" in lines.wait_for(job_id)
+    # When an operator runs `jobkit top` against it, until the next publication
+    # is in (every 5 s; a datapoint counts from the second after its stamp)
+    deadline = time.monotonic() + 30
+    while True:
+        frame = jobkit_json(endpoint, "top", "--once")
+        line = next(line for line in frame["types"] if line["type"] == "refreshLinks")
+        if None not in (line["in_per_min"], line["out_per_min"]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    # Then the rates in and out are there, per minute over 5 minutes, and the pickup delays
+    assert (line["in_per_min"], line["out_per_min"], line["failed_per_min"]) == (4.0, 4.0, None), frame
+    assert line["pickup_p50_ms"] is not None and 0 <= line["pickup_p50_ms"] <= line["pickup_p95_ms"], frame
+    assert frame["notes"] == []
+    # And `jobkit queues` has the queue's oldest message age: none left
+    queues = {q["queue"]: q for q in jobkit_json(endpoint, "queues")["queues"]}
+    assert queues["refreshLinks"]["oldest_age_s"] == 0.0
+    # And the local stack printed a line per job, and none per request
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+    assert_only_jobkit_lines(lines.rest())
+
+
+def test_a_port_in_use_is_an_error_at_once(test_declaration: Declaration) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        message = f"port {port} on 127.0.0.1 is in use: stop the other process or pass --port"
+        # serve() raises a jobkit error at once, before it prints anything
+        printed: list[str] = []
+        raised: list[BaseException] = []
+        stop = threading.Event()
+        stop.set()  # were it to start, it would stop at once
+
+        def run() -> None:
+            try:
+                serve(test_declaration, port=port, emit=printed.append, stop=stop)
+            except BaseException as exc:
+                raised.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "serve() hangs on a port in use"
+        [error] = raised
+        assert isinstance(error, PortInUse) and isinstance(error, JobKitError)
+        assert str(error) == message and (error.host, error.port) == ("127.0.0.1", port)
+        assert printed == []
+        # and `jobkit local up` exits with it, promptly, instead of hanging
+        done = subprocess.run(
+            [sys.executable, "-m", "jobkit.cli", "local", "up", "--port", str(port)],
+            env={**os.environ, "JOBKIT_CONFIG": str(ROOT / "infra" / "jobs.toml")},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode != 0 and done.stdout == ""
+    assert message in done.stderr.strip().splitlines()[-1]

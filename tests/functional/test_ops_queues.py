@@ -1,9 +1,11 @@
 """``jobkit queues``, ``jobkit top`` and ``jobkit push`` on the local stack.
 
-moto's CloudWatch publishes no SQS metrics and receives no EMF, so by default
-every CloudWatch figure is missing ("-", null). Where a test needs figures, it
-puts them there as AWS would: SQS's own metric with PutMetricData, and the
-runners' EMF documents converted to PutMetricData, as CloudWatch Logs does.
+moto's CloudWatch publishes no SQS metrics and receives no EMF, so on a
+local stack without ``publish_metrics`` every CloudWatch figure is missing
+("-", null). Where a test here needs figures, it puts them there as AWS would:
+SQS's own metric with PutMetricData, and the runners' EMF documents converted
+to PutMetricData, as CloudWatch Logs does. (The local stack's own publishing
+is tested in test_local_metrics.py.)
 """
 
 from __future__ import annotations
@@ -109,26 +111,25 @@ def test_top_renders_one_frame_with_the_worst_line_and_missing_metrics_as_dashes
 
 
 def ingest_emf(cloudwatch: Any, stream: io.StringIO, at: float) -> int:
-    """Put the counts of EMF documents into CloudWatch, as CloudWatch Logs
-    extracts them. Timings are left out: moto cannot compute their percentiles.
-    The time is the stack's clock (Powertools stamps documents with the real one)."""
+    """Put the metrics of EMF documents into CloudWatch, as CloudWatch Logs
+    extracts them: a list of values as raw values. The time is the stack's
+    clock (Powertools stamps documents with the real one)."""
     data = []
     for line in stream.getvalue().splitlines():
         document = json.loads(line)
         [directive] = document["_aws"]["CloudWatchMetrics"]
         dimensions = [{"Name": name, "Value": document[name]} for name in directive["Dimensions"][0]]
         for metric in directive["Metrics"]:
-            if metric["Unit"] == "Count":
-                value = document[metric["Name"]]
-                data.append(
-                    {
-                        "MetricName": metric["Name"],
-                        "Dimensions": dimensions,
-                        "Value": float(sum(value) if isinstance(value, list) else value),
-                        "Timestamp": datetime.fromtimestamp(at, UTC),
-                        "Unit": "Count",
-                    }
-                )
+            value = document[metric["Name"]]
+            data.append(
+                {
+                    "MetricName": metric["Name"],
+                    "Dimensions": dimensions,
+                    "Values": [float(v) for v in (value if isinstance(value, list) else [value])],
+                    "Timestamp": datetime.fromtimestamp(at, UTC),
+                    "Unit": metric["Unit"],
+                }
+            )
     for start in range(0, len(data), 20):
         cloudwatch.put_metric_data(Namespace=directive_namespace(stream), MetricData=data[start : start + 20])
     return len(data)
@@ -162,8 +163,11 @@ def test_top_shows_rates_from_the_runners_metrics(emf_stack: tuple[LocalStack, i
     assert lines["noop"]["out_per_min"] == 2.0 and lines["noop"]["failed_per_min"] is None
     assert lines["flaky"]["out_per_min"] == 0.4 and lines["flaky"]["failed_per_min"] == 0.4
     assert lines["dedup"]["out_per_min"] is None
-    # and, with no timings in CloudWatch, the pickup percentiles are missing
-    assert lines["noop"]["pickup_p95_ms"] is None
+    # and the pickup percentiles come from the timings: the noops ran where
+    # they were pushed on the frozen clock; the flaky retries waited a backoff
+    assert lines["noop"]["pickup_p50_ms"] == 0.0 and lines["noop"]["pickup_p95_ms"] == 0.0
+    assert lines["flaky"]["pickup_p50_ms"] == 0.0 and lines["flaky"]["pickup_p95_ms"] >= 1_000
+    assert lines["dedup"]["pickup_p95_ms"] is None
 
 
 def test_push_enqueues_a_job_by_hand(stack: LocalStack, jobkit: Cli) -> None:

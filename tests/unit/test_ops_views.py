@@ -8,20 +8,28 @@ import json
 from typing import Any
 
 import pytest
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 from jobkit.config import Declaration, parse_declaration
 from jobkit.errors import JobKitError
-from jobkit.ops import TopSnapshot, TypeLine, resolve_scope
+from jobkit.ops import JobMatch, JobReport, QueuesReport, QueueSummary, TopSnapshot, TypeLine, resolve_scope
 from jobkit.ops.bodies import safe_text
 from jobkit.ops.dead_letters import DeadLetterListing, dead_letter, judged
 from jobkit.ops.verdict import Claimed, from_runs
-from jobkit.ops.views import dead_letter_detail, dead_letters_table, duration, top_table
+from jobkit.ops.views import (
+    dead_letter_detail,
+    dead_letters_table,
+    duration,
+    job_view,
+    queues_table,
+    top_table,
+)
 from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt, JobRuns
 from jobkit.records.keys import JobRef
 from jobkit.records.memory import MemoryRecords
 from jobkit.spec import JobSpecification
 from jobkit.sqs import sendable_attributes
+from jobkit.status import JobState, JobStatus
 
 
 @pytest.fixture
@@ -247,3 +255,143 @@ def test_views_of_an_unreadable_message_print(declaration: Declaration) -> None:
 )
 def test_durations_read_at_a_glance(seconds: float | None, text: str) -> None:
     assert duration(seconds) == text
+
+
+#: Wider than anything printed to an 80-column terminal may be.
+NARROW = 80
+
+LONG_ERROR = (
+    "RuntimeError: the parser crashed while expanding {{Infobox settlement}} on page"
+    " Template:Infobox_settlement after 3 retries"
+)
+
+
+def render(width: int, *renderables: RenderableType) -> list[str]:
+    console = Console(record=True, width=width)
+    for renderable in renderables:
+        console.print(renderable)
+    return console.export_text().splitlines()
+
+
+def cells(lines: list[str], first: str) -> list[str]:
+    """The cells of the table row whose first cell is ``first``."""
+    row = next(line for line in lines if line.startswith(f"│ {first} "))
+    return [cell.strip() for cell in row.split("│")[1:-1]]
+
+
+def column_widths(lines: list[str]) -> list[int]:
+    """The width of each column of the first table, from its top border."""
+    top = next(line for line in lines if line.startswith("┏"))
+    return [len(part) for part in top.strip("┏┓").split("┳")]
+
+
+@pytest.fixture
+def wiki() -> Declaration:
+    types = {
+        "htmlCacheUpdate": {"class": "m:C"},
+        "refreshLinks": {"class": "m:C", "queue": "lowTraffic"},
+        "enotifNotify": {"class": "m:C", "queue": "lowTraffic"},
+        "categoryMembershipChange": {"class": "m:C", "queue": "lowTraffic"},
+    }
+    return parse_declaration({"jobkit": {"prefix": "prod"}, "types": types}, source="jobs.toml")
+
+
+def wiki_queues() -> QueuesReport:
+    return QueuesReport(
+        [
+            QueueSummary("htmlCacheUpdate", "prod-htmlCacheUpdate", ("htmlCacheUpdate",), 12_345, 1_234, 56, 3, 7500.0),
+            QueueSummary(
+                "lowTraffic",
+                "prod-lowTraffic",
+                ("refreshLinks", "enotifNotify", "categoryMembershipChange"),
+                7,
+                0,
+                0,
+                1_234,
+                None,
+            ),
+        ],
+        "CloudWatch GetMetricData: AccessDenied: not authorized to perform cloudwatch:GetMetricData on any resource",
+    )
+
+
+def wiki_top() -> TopSnapshot:
+    return TopSnapshot(
+        1_800_000_000.0,
+        300,
+        [
+            TypeLine(
+                "htmlCacheUpdate", "htmlCacheUpdate", False, 12_345, 3, 7500.0, 1234.5, 987.25, 12.5, 1234.0, 12345.0
+            ),
+            TypeLine("categoryMembershipChange", "lowTraffic", True, 7, 1_234, 45.0, None, None, None, None, None),
+        ],
+        ["pickup delays unavailable: An error occurred (InvalidParameterCombination) when calling GetMetricData"],
+    )
+
+
+def test_queues_and_top_read_at_80_columns() -> None:
+    queues, top = wiki_queues(), wiki_top()
+    for view in (queues_table(queues), top_table(top)):
+        wide = render(200, view)
+        lines = render(NARROW, view)
+        assert max(map(len, lines)) <= NARROW
+        assert min(column_widths(lines)) >= 5  # no column crushed: "DLQ" and a space either side at least
+        assert len(column_widths(lines)) < len(column_widths(wide))  # some left out, and said so
+        assert any("not shown at this width: " in line for line in lines)
+    queue_lines = render(NARROW, queues_table(queues))
+    assert cells(queue_lines, "prod-htmlCacheUpdate")[:3] == ["prod-htmlCacheUpdate", "htmlCacheUpdate", "12,345"]
+    assert cells(queue_lines, "prod-lowTraffic")[1:4] == ["refreshLinks, enotifNotify,", "7", "1,234"]
+    assert any(line.split("│")[2].strip() == "categoryMembershipChange" for line in queue_lines if "│" in line)
+    assert "not shown at this width: in flight, delayed (see --json)" in " ".join(queue_lines)
+    top_lines = render(NARROW, top_table(top))
+    assert cells(top_lines, "htmlCacheUpdate") == ["htmlCacheUpdate", "12,345", "12.5", "12,345 ms", "2h05m", "3"]
+    # the type names stay whole, and so do the counts
+    assert cells(top_lines, "categoryMembershipChange") == ["categoryMembershipChange", "7", "-", "-", "45s", "1,234"]
+    assert "in, out, failed: per minute; p50, p95: pickup delay" in " ".join(top_lines)
+    # and where everything fits, everything shows, with its full header
+    assert cells(render(200, top_table(top)), "htmlCacheUpdate")[1:4] == ["htmlCacheUpdate", "12,345", "1,234.5"]
+    assert "not shown" not in " ".join(render(200, top_table(top)))
+
+
+def test_dead_letters_and_jobs_read_at_80_columns(wiki: Declaration) -> None:
+    records = MemoryRecords()
+    spec = JobSpecification("htmlCacheUpdate", {"page": "Template:Infobox_settlement"}, domain="enwiki").stamped(990.0)
+    tb = f'Traceback (most recent call last):\n  File "/var/task/jobtypes/html_cache_update.py", line 42\n{LONG_ERROR}'
+    for attempt in (1, 2, 3):
+        reason = "attempts_exhausted" if attempt == 3 else None
+        record = FailureRecord(
+            spec.id, spec.type, "enwiki", attempt, 1000.0 + attempt, "RuntimeError", LONG_ERROR[14:], tb, reason
+        )
+        records.put_failure(record, 2**31)
+    claims = {"jobkit.error": LONG_ERROR, "jobkit.reason": "attempts_exhausted", "jobkit.attempts": "3"}
+    scope = resolve_scope(wiki, "htmlCacheUpdate")
+    dead = judged(dead_letter(message(spec.to_message(), **claims)), scope, records, now=2000.0)
+    junk = judged(dead_letter(message("{not json" + "x" * 300)), scope, records, now=2000.0)
+    listing = DeadLetterListing(scope, [dead, junk], 2, False)
+    lines = render(NARROW, dead_letters_table(listing, 2000.0))
+    assert max(map(len, lines)) <= NARROW and min(column_widths(lines)) >= 5
+    row = cells(lines, spec.id[:18])
+    assert row[1:3] == ["htmlCacheUpdate", "attempts_exhausted"] and row[3] == "RuntimeError:"
+    assert any(line.startswith(f"│ {spec.id[18:]} ") for line in lines)  # the ID folds onto a second line
+    assert cells(lines, "unreadable:")[1:3] == ["-", "poison"]
+    assert "not shown at this width: " in " ".join(lines)
+    # One dead letter, and one job, in full
+    status = JobStatus(spec.id, spec.type, "enwiki", JobState.FAILED, 3, 1003.0, 1002.0, 1003.0, error=LONG_ERROR)
+    final = FinalAttempt(JobRef(spec.type, "enwiki", spec.id), 3, "m-1", 1002.0, None)
+    runs = records.runs(spec.type, spec.id, 10)["enwiki"]
+    report = JobReport(spec.id, [JobMatch(spec.id, spec.type, "enwiki", status, runs.failures, final)])
+    for view in (dead_letter_detail(dead, 2000.0), job_view(report)):
+        lines = render(NARROW, view)
+        assert max(map(len, lines)) <= NARROW
+        text = "\n".join(lines)
+        assert "htmlCacheUpdate" in text and "attempts_exhausted" in text and spec.id in text
+        assert "RuntimeError: the parser crashed while expanding {{Infobox" in text
+
+
+@pytest.mark.parametrize("width", [30, 40, 60, 79, 100, 120, 160, 250])
+def test_no_table_is_ever_wider_than_the_terminal(width: int) -> None:
+    for view in (queues_table(wiki_queues()), top_table(wiki_top())):
+        lines = render(width, view)
+        assert max(map(len, lines)) <= width
+        if width >= 60:  # counts stay whole down to 60 columns, and below while they can
+            assert "12,345" in "\n".join(lines)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 
 from jobkit.cli.config import CliConfig
-from jobkit.cli.options import ops_command
+from jobkit.cli.options import OpsCommand, OpsGroup, ops_command
 from jobkit.cli.output import Output, console
 
 
-@click.group()
+@click.group(cls=OpsGroup)
 def dlq() -> None:
     """Dead letters: list, show, redrive, purge, delete.
 
@@ -22,7 +22,7 @@ def dlq() -> None:
     """
 
 
-@dlq.command("list")
+@dlq.command(cls=OpsCommand, name="list")
 @click.argument("target")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="Show at most this many.")
 @ops_command
@@ -35,7 +35,7 @@ def dlq_list(config: CliConfig, output: Output, target: str, limit: int) -> None
     output.show(listing.to_json(now), lambda: views.dead_letters_table(listing, now))
 
 
-@dlq.command("show")
+@dlq.command(cls=OpsCommand, name="show")
 @click.argument("target")
 @click.argument("id_", metavar="ID")
 @ops_command
@@ -53,7 +53,7 @@ def dlq_show(config: CliConfig, output: Output, target: str, id_: str) -> None:
     )
 
 
-@dlq.command("redrive")
+@dlq.command(cls=OpsCommand, name="redrive")
 @click.argument("target")
 @click.option("--id", "ids", multiple=True, help="Only this job or message ID (repeatable).")
 @click.option("--error-contains", default=None, help="Only messages whose verified last error has this (any case).")
@@ -83,7 +83,7 @@ def dlq_redrive(
     output.show(report.to_json(), lambda: views.redrive_text(report))
 
 
-@dlq.command("purge")
+@dlq.command(cls=OpsCommand, name="purge")
 @click.argument("target")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @ops_command
@@ -98,7 +98,7 @@ def dlq_purge(config: CliConfig, output: Output, target: str, yes: bool) -> None
     output.show(report.to_json(), lambda: views.removal_text(report))
 
 
-@dlq.command("delete")
+@dlq.command(cls=OpsCommand, name="delete")
 @click.argument("target")
 @click.argument("id_", metavar="ID")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")

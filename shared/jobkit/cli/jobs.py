@@ -2,32 +2,43 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
 from jobkit.cli.config import CliConfig
-from jobkit.cli.options import ops_command
+from jobkit.cli.options import OpsCommand, ops_command
 from jobkit.cli.output import Output
 
 
-@click.command()
+@click.command(cls=OpsCommand)
 @click.argument("job_type", metavar="TYPE")
-@click.option("--params", default="{}", show_default=True, help="The job's params, a JSON object.")
+@click.option(
+    "--params",
+    default="{}",
+    show_default=True,
+    help="The job's params, a JSON object; @FILE reads it from a file, - (or @-) from stdin.",
+)
 @click.option("--domain", default=None, help="The domain (tenant) the job belongs to.")
 @click.option("--delay", type=click.FloatRange(min=0), default=None, help="Run no earlier than this many seconds.")
 @ops_command
 def push(
     config: CliConfig, output: Output, job_type: str, params: str, domain: str | None, delay: float | None
 ) -> None:
-    """Enqueue one job by hand, through the push SDK."""
+    """Enqueue one job by hand, through the push SDK.
+
+    Params too big for a command line can come from a file (--params @params.json)
+    or from stdin (--params -)."""
     from rich.text import Text
 
     from jobkit.ops import push_job
 
-    job_id = push_job(config.queue_group(), job_type, params, domain=domain, delay_s=delay)
+    job_id = push_job(config.queue_group(), job_type, read_params(params), domain=domain, delay_s=delay)
     output.show({"job_id": job_id, "type": job_type, "domain": domain}, lambda: Text(f"pushed {job_type} {job_id}"))
 
 
-@click.command()
+@click.command(cls=OpsCommand)
 @click.argument("job_id", metavar="ID")
 @click.option("--type", "job_type", default=None, help="Only this job type (default: every declared type).")
 @click.option("--domain", default=None, help="Only this domain (default: every domain).")
@@ -47,3 +58,36 @@ def job(
     if not report.found:
         raise click.ClickException(report.not_found(job_type, wanted))
     output.show(report.to_json(), lambda: views.job_view(report))
+
+
+def read_params(value: str) -> str:
+    """The JSON text of ``--params``: the value itself, or what ``@FILE``, or
+    ``-`` or ``@-`` (stdin), holds, checked to be JSON (the push SDK checks the rest).
+
+    Raises:
+        click.ClickException: the file cannot be read, or it (or stdin) is not
+            UTF-8 JSON; one line that names the source.
+    """
+    if value in ("-", "@-"):
+        source = "stdin"
+        with click.open_file("-", "rb") as stdin:  # stays open
+            data: bytes = stdin.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(f"--params {value}: stdin is not UTF-8 text: {exc.reason}") from exc
+    elif value.startswith("@"):
+        source = value[1:]
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(f"--params {value}: {source} is not UTF-8 text: {exc.reason}") from exc
+        except OSError as exc:
+            raise click.ClickException(f"--params {value}: cannot read {source}: {exc.strerror or exc}") from exc
+    else:
+        return value
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise click.ClickException(f"--params {value}: {source} is not valid JSON: {exc}") from exc
+    return text

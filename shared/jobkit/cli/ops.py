@@ -10,6 +10,13 @@ Every command finds the stack by its name prefix (``--prefix``,
 ``--config`` (else ``$JOBKIT_CONFIG``, else ``infra/jobs.toml``). AWS
 credentials and region come from the usual chain; ``--endpoint-url`` (or
 ``$AWS_ENDPOINT_URL``, which boto3 reads itself) points at the local stack.
+Either must be a URL with a scheme and a host (``http://127.0.0.1:4566``), or
+the command stops with a one-line error before any request.
+
+With ``--json``, results are indented JSON on stdout, and errors are one JSON
+object on stderr, ``{"error": "<message>", "exit_status": 1}`` (``2`` for a
+bad option or value): see :mod:`jobkit.cli.errors`. Without it, an error is
+one plain line.
 """
 
 from __future__ import annotations

@@ -23,12 +23,35 @@ Everything here reaches into moto's internals, so it is kept in one place:
   job ran twice). On AWS a conditional write is atomic.
   :func:`serial_dynamodb` runs moto's item operations one at a time, so a
   concurrency test means on moto what it means on AWS.
+- moto's SQS publishes no CloudWatch metrics. :func:`counting_sends` counts
+  the messages each queue accepts (what ``NumberOfMessagesSent`` counts), and
+  :func:`oldest_message_age` reads what ``ApproximateAgeOfOldestMessage``
+  reports, so the local stack can publish them itself.
+- moto's CloudWatch computes no percentile: GetMetricData answers ``p95``
+  with a null value (and boto3 then fails to read the response).
+  :func:`cloudwatch_percentiles` computes ``pNN`` statistics from the raw
+  values, nearest-rank; AWS's are approximations from a sketch, within a few
+  percent. As on AWS, values sent as statistic sets have no percentiles.
+- moto's CloudWatch keeps every datapoint for ever, and GetMetricData scans
+  them all. :func:`drop_metric_data_before` forgets the old ones.
+
+Other differences of moto's CloudWatch that a reader of its metrics should know:
+
+- GetMetricData cuts periods from ``StartTime`` to the second; AWS rounds a
+  recent ``StartTime`` down to the minute, and keeps datapoints sent at
+  standard resolution per minute (so AWS's first period can hold up to a
+  minute more).
+- A query that names dimensions matches datapoints of any namespace with
+  that metric name and those dimensions; AWS matches the namespace too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -184,3 +207,119 @@ def aws_visibility_limit() -> Iterator[None]:
         yield
     finally:
         message_class.mark_received, backend_class.change_message_visibility = original_received, original_change
+
+
+class SentCounts:
+    """Messages accepted per SQS queue name since the last :meth:`take`, from
+    any client of the emulated SQS (another process's too, through the server)."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, queue_name: str) -> None:
+        with self._lock:
+            self._counts[queue_name] += 1
+
+    def take(self) -> Counter[str]:
+        """The counts so far, and start again from zero."""
+        with self._lock:
+            counts, self._counts = self._counts, Counter()
+        return counts
+
+
+@contextlib.contextmanager
+def counting_sends(counts: SentCounts) -> Iterator[None]:
+    """Count every message SQS accepts into ``counts``: SendMessage and each
+    entry of SendMessageBatch (moto sends a batch's entries one by one). As
+    with AWS's ``NumberOfMessagesSent``, SQS's own moves to a DLQ are not sends."""
+    import importlib
+
+    backend_class = importlib.import_module("moto.sqs.models").SQSBackend
+    original = backend_class.send_message
+
+    def send_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        message = original(self, queue_name, *args, **kwargs)
+        counts.add(queue_name)
+        return message
+
+    backend_class.send_message = send_message
+    try:
+        yield
+    finally:
+        backend_class.send_message = original
+
+
+#: SQS's ApproximateAgeOfOldestMessage passes over messages received this many times.
+_AGE_RECEIVE_LIMIT = 3
+
+
+def oldest_message_age(account_id: str, region: str, queue_name: str, now: float) -> float | None:
+    """What SQS's ``ApproximateAgeOfOldestMessage`` reports for a queue, in
+    seconds: the age of its oldest message not yet deleted (in flight and
+    delayed ones included), passing over messages received three times or more
+    unless there are only such. ``None`` when the queue is empty."""
+    from moto.sqs.models import sqs_backends
+
+    queue: Any = sqs_backends[account_id][region].queues.get(queue_name)
+    messages = list(queue._messages) if queue is not None else []
+    if not messages:
+        return None
+    fresh = [m for m in messages if m.approximate_receive_count < _AGE_RECEIVE_LIMIT] or messages
+    oldest_ms: float = min(m.sent_timestamp for m in fresh)
+    return max(0.0, now - oldest_ms / 1000)
+
+
+_PERCENTILE = re.compile(r"p(\d{1,2}(?:\.\d+)?|100)")
+
+
+def percentile(values: Iterable[float], p: float) -> float | None:
+    """The nearest-rank ``p``-th percentile (0 < p <= 100), or None for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = math.ceil(p / 100 * len(ordered))
+    return ordered[min(max(rank, 1), len(ordered)) - 1]
+
+
+@contextlib.contextmanager
+def cloudwatch_percentiles() -> Iterator[None]:
+    import importlib
+
+    statistics_class = importlib.import_module("moto.cloudwatch.models").Statistics
+    original = statistics_class.get_statistics_for_type
+
+    def get_statistics_for_type(self: Any, stat: str) -> Any:
+        match = _PERCENTILE.fullmatch(stat)
+        if match is None or float(match[1]) == 0:
+            return original(self, stat)
+        return percentile(self.metric_single_values_list, float(match[1]))
+
+    statistics_class.get_statistics_for_type = get_statistics_for_type
+    try:
+        yield
+    finally:
+        statistics_class.get_statistics_for_type = original
+
+
+def drop_metric_data_before(account_id: str, region: str, when: float) -> int:
+    """Forget the datapoints of moto's CloudWatch stamped before ``when``
+    (epoch seconds), from the front of its list, where they arrive in time
+    order; one sent late with an old stamp stays. Returns how many were dropped.
+
+    The list is cut in place, in one step, so a datapoint that another thread
+    appends meanwhile is kept."""
+    from moto.cloudwatch.models import cloudwatch_backends
+
+    data: list[Any] = cloudwatch_backends[account_id][region].metric_data
+    cutoff = datetime.fromtimestamp(when, UTC)
+    naive_cutoff = cutoff.replace(tzinfo=None)
+    count = 0
+    for datum in data:  # stops at the first recent one
+        stamp = datum.timestamp
+        if stamp >= (naive_cutoff if stamp.tzinfo is None else cutoff):
+            break
+        count += 1
+    if count:
+        del data[:count]
+    return count

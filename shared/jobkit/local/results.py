@@ -1,16 +1,29 @@
-"""A metrics sink that keeps every record result, for the demo, tools and tests."""
+"""Metrics sinks of the local stack: one keeps every record result (for the
+demo, tools and tests), one puts what AWS would measure into the emulated
+CloudWatch (for ``jobkit top`` and ``jobkit queues``)."""
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import threading
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from jobkit.clock import Clock
+from jobkit.config import Declaration
+from jobkit.local.moto_time import SentCounts, drop_metric_data_before, oldest_message_age
 from jobkit.outcome import Outcome, RecordResult
 
 if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_cloudwatch.type_defs import DimensionTypeDef, MetricDatumTypeDef
     from mypy_boto3_sqs.client import SQSClient
+
+log = logging.getLogger(__name__)
 
 
 class ResultLog:
@@ -70,3 +83,179 @@ class EnqueueCounter:
             entry = entries.get(success["Id"], {})
             job_type = entry.get("MessageAttributes", {}).get("JobType", {}).get("StringValue", "unknown")
             self.by_type[job_type] += 1
+
+
+#: Seconds of the stack's clock between two publications of :class:`MetricsPublisher`.
+PUBLISH_INTERVAL_S = 5.0
+#: How long the emulated CloudWatch keeps datapoints: ``jobkit top``'s longest window.
+RETENTION_S = 3 * 3600
+#: Datapoints per PutMetricData request: AWS takes 1,000, in at most 1 MB; 100
+#: datapoints of 99 values each stay well under that.
+MAX_DATA_PER_REQUEST = 100
+#: Values per datapoint (AWS's limit for ``Values``).
+MAX_VALUES_PER_DATUM = 150
+
+
+class MetricsPublisher:
+    """Puts into the emulated CloudWatch what AWS would have there, so that the
+    ops views (``jobkit top``, ``jobkit queues``) read the local stack's
+    metrics as they read AWS's, with the same GetMetricData queries:
+
+    - the runners' metrics, as CloudWatch Logs extracts them from the EMF
+      documents a runner writes (:class:`~jobkit.metrics.EmfMetrics`): the
+      same namespace, ``JobType`` dimension, names and units, a document's
+      list of values as raw values (so percentiles can be computed);
+    - SQS's ``NumberOfMessagesSent`` and ``ApproximateAgeOfOldestMessage`` per
+      declared queue, once the queue has had a message (SQS publishes for
+      active queues), counting what other processes send through the server too.
+
+    Nothing is sent while a batch runs. :meth:`tick` (after each batch, and on
+    each polling round of the stack) sends what was collected once every
+    :data:`PUBLISH_INTERVAL_S` seconds of the clock, in PutMetricData requests
+    of :data:`MAX_DATA_PER_REQUEST` datapoints, and drops datapoints older than
+    :data:`RETENTION_S`. Publishing never fails the stack: a failed request is
+    logged and its datapoints are lost, as a lost EMF line would be.
+
+    Differences from AWS: datapoints are stamped with the stack's clock when a
+    batch ends (Powertools stamps documents with the real time, which a
+    virtual clock is not); SQS publishes its metrics once a minute, this every
+    :data:`PUBLISH_INTERVAL_S` seconds, so a view is current sooner.
+    """
+
+    def __init__(
+        self,
+        cloudwatch: CloudWatchClient,
+        declaration: Declaration,
+        clock: Clock,
+        sent: SentCounts,
+        *,
+        account_id: str,
+        region: str,
+        interval_s: float = PUBLISH_INTERVAL_S,
+    ) -> None:
+        self._cloudwatch = cloudwatch
+        self._declaration = declaration
+        self._clock = clock
+        self._sent = sent
+        self._account_id = account_id
+        self._region = region
+        self._interval_s = interval_s
+        from jobkit.metrics import EmfMetrics
+
+        self._documents = io.StringIO()
+        self._emf = EmfMetrics(declaration.namespace, self._documents)
+        self._pending: defaultdict[str, list[MetricDatumTypeDef]] = defaultdict(list)
+        self._active: set[str] = set()  # SQS names of queues that have had a message
+        self._lock = threading.Lock()
+        self._next_at = clock.now() + interval_s
+        self.requests = 0  # PutMetricData requests sent
+        self.errors = 0  # and failed
+
+    # -- the metrics port ------------------------------------------------------------
+
+    def record(self, result: RecordResult) -> None:
+        with self._lock:
+            self._emf.record(result)
+
+    def flush(self) -> None:
+        """The batch ended: its metrics wait for the next publication."""
+        with self._lock:
+            self._emf.flush()
+            text = self._documents.getvalue()
+            self._documents.seek(0)
+            self._documents.truncate()
+            at = self._clock.now()
+            for line in text.splitlines():
+                for namespace, datum in emf_metric_data(json.loads(line), at):
+                    self._pending[namespace].append(datum)
+        self.tick()
+
+    # -- publishing ------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Publish if the interval has passed since the last publication."""
+        if self._clock.now() >= self._next_at:
+            self.publish()
+
+    def publish(self) -> None:
+        """Put everything collected, and SQS's queue metrics now, into CloudWatch."""
+        now = self._clock.now()
+        with self._lock:
+            pending, self._pending = self._pending, defaultdict(list)
+            self._next_at = now + self._interval_s
+        pending["AWS/SQS"].extend(self._queue_metric_data(now))
+        for namespace, data in pending.items():
+            for start in range(0, len(data), MAX_DATA_PER_REQUEST):
+                self._put(namespace, data[start : start + MAX_DATA_PER_REQUEST])
+        try:
+            drop_metric_data_before(self._account_id, self._region, now - RETENTION_S)
+        except Exception:  # moto's internals changed: keep everything rather than fail
+            log.warning("could not drop old datapoints from the local CloudWatch", exc_info=True)
+
+    def _put(self, namespace: str, data: list[MetricDatumTypeDef]) -> None:
+        self.requests += 1
+        try:
+            self._cloudwatch.put_metric_data(Namespace=namespace, MetricData=data)
+        except Exception:
+            self.errors += 1
+            log.warning("PutMetricData failed: %d datapoint(s) of %s lost", len(data), namespace, exc_info=True)
+
+    def _queue_metric_data(self, now: float) -> Iterator[MetricDatumTypeDef]:
+        sent = self._sent.take()
+        stamp = _datetime(now)
+        for queue in self._declaration.queues:
+            name = self._declaration.queue_name(queue)
+            try:
+                age = oldest_message_age(self._account_id, self._region, name, now)
+            except Exception:  # moto's internals changed: no age rather than no metrics
+                log.warning("could not read the age of %s's oldest message", name, exc_info=True)
+                age = None
+            if sent[name] or age is not None:
+                self._active.add(name)
+            if name not in self._active:
+                continue
+            dimensions: list[DimensionTypeDef] = [{"Name": "QueueName", "Value": name}]
+            yield {
+                "MetricName": "NumberOfMessagesSent",
+                "Dimensions": dimensions,
+                "Timestamp": stamp,
+                "Value": float(sent[name]),
+                "Unit": "Count",
+            }
+            yield {
+                "MetricName": "ApproximateAgeOfOldestMessage",
+                "Dimensions": dimensions,
+                "Timestamp": stamp,
+                "Value": float(round(age or 0.0)),
+                "Unit": "Seconds",
+            }
+
+
+def emf_metric_data(document: dict[str, Any], at: float) -> Iterator[tuple[str, MetricDatumTypeDef]]:
+    """The datapoints CloudWatch Logs extracts from one EMF document, with
+    their namespaces: each metric once per dimension set, a list of values as
+    raw values. Stamped ``at`` (epoch seconds) instead of the document's time."""
+    stamp = _datetime(at)
+    for directive in document["_aws"]["CloudWatchMetrics"]:
+        for dimension_set in directive["Dimensions"]:
+            dimensions: list[DimensionTypeDef] = [
+                {"Name": name, "Value": str(document[name])} for name in dimension_set
+            ]
+            for metric in directive["Metrics"]:
+                value = document.get(metric["Name"])
+                if value is None:
+                    continue
+                values: Sequence[float] = value if isinstance(value, list) else [value]
+                for start in range(0, len(values), MAX_VALUES_PER_DATUM):
+                    datum: MetricDatumTypeDef = {
+                        "MetricName": metric["Name"],
+                        "Dimensions": dimensions,
+                        "Timestamp": stamp,
+                        "Values": [float(v) for v in values[start : start + MAX_VALUES_PER_DATUM]],
+                        "Unit": metric.get("Unit", "None"),
+                    }
+                    yield directive["Namespace"], datum
+
+
+def _datetime(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)

@@ -2,18 +2,25 @@
 
 It serves the AWS API (moto) on a loopback port with the declared queues,
 DLQs and table, runs the runners continuously in real time, and prints what
-happens to each job. Point an app's push SDK at it with ``AWS_ENDPOINT_URL``.
+happens to each job: a startup banner, then one line per job outcome, and no
+line per HTTP request. Point an app's push SDK at it with ``AWS_ENDPOINT_URL``.
+
+What SQS and the runners measure goes into the emulated CloudWatch every few
+seconds, as on AWS, so ``jobkit top`` and ``jobkit queues`` pointed at the
+same endpoint show rates, pickup delays and the oldest message's age.
+
+A port in use is a :class:`~jobkit.local.stack.PortInUse` (a
+:class:`~jobkit.errors.JobKitError`) before anything is printed.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from jobkit.config import Declaration
-from jobkit.local.stack import LocalStack
+from jobkit.local.stack import LocalStack, PortInUse
 from jobkit.outcome import RecordResult
 
 IDLE_POLL_S = 0.1
@@ -45,9 +52,20 @@ def serve(
     emit: Callable[[str], None] = print,
     stop: threading.Event | None = None,
 ) -> None:
-    """Run until ``stop`` is set (or KeyboardInterrupt)."""
+    """Run until ``stop`` is set (or KeyboardInterrupt).
+
+    Raises:
+        PortInUse: another process listens on ``port``.
+    """
     stop = stop or threading.Event()
-    with LocalStack(declaration, server=True, host=host, port=port, sinks=[OutcomePrinter(emit)]) as stack:
+    local = LocalStack(
+        declaration, server=True, host=host, port=port, sinks=[OutcomePrinter(emit)], publish_metrics=True
+    )
+    try:
+        stack = local.start()
+    except PortInUse as exc:
+        raise PortInUse(exc.host, exc.port, "stop the other process or pass --port") from None
+    try:
         emit(f"jobkit local stack up: {len(declaration.queues)} queues, table {declaration.table_name}")
         emit("point your app at it with:")
         emit(f"  export AWS_ENDPOINT_URL={stack.endpoint_url}")
@@ -61,4 +79,5 @@ def serve(
         except KeyboardInterrupt:
             pass
         emit("stopping")
-    time.sleep(0)  # let the server thread finish its shutdown before the interpreter does
+    finally:
+        stack.stop()  # the server's thread has ended when this returns

@@ -11,13 +11,22 @@ its own :class:`~jobkit.runner.Runner` (its own "container") fed by an
 :class:`~jobkit.local.esm.EventSourceMapping` emulator. With a
 :class:`~jobkit.clock.VirtualClock`, moto's clock is the same clock, and
 :meth:`LocalStack.drain` skips idle waits (backoffs, delays) instead of sleeping.
+
+With ``server=True`` the AWS API is served on a loopback port, quietly (no
+line per request); a port that is taken is a :class:`PortInUse` at once. With
+``publish_metrics=True`` what SQS and the runners measure goes into the
+emulated CloudWatch as on AWS (:class:`~jobkit.local.results.MetricsPublisher`),
+for ``jobkit top`` and ``jobkit queues``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
+import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,10 +35,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
 from jobkit.dedup import DedupStore
+from jobkit.errors import JobKitError
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.fleet import Fleet
 from jobkit.local.moto_time import (
+    SentCounts,
     aws_visibility_limit,
+    cloudwatch_percentiles,
+    counting_sends,
     faster_receives,
     has_receivable,
     moto_on_clock,
@@ -37,7 +50,7 @@ from jobkit.local.moto_time import (
     serial_dynamodb,
 )
 from jobkit.local.provision import provision_queues, provision_table
-from jobkit.local.results import ResultLog
+from jobkit.local.results import MetricsPublisher, ResultLog
 from jobkit.push import JobQueueGroup
 from jobkit.registry import JobRegistry
 from jobkit.runner import Runner
@@ -46,11 +59,25 @@ from jobkit.wiring import AwsClients, Wiring
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef
+    from werkzeug.serving import BaseWSGIServer
 
     from jobkit.records.store import Records
 
 ACCOUNT_ID = "123456789012"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_session_token": "testing"}
+
+
+class LocalStackError(JobKitError):
+    """The local stack cannot start."""
+
+
+class PortInUse(LocalStackError):
+    """Another process listens on the port the local stack was to serve on."""
+
+    def __init__(self, host: str, port: int, remedy: str = "stop the other process or choose another port") -> None:
+        self.host = host
+        self.port = port
+        super().__init__(f"port {port} on {host} is in use: {remedy}")
 
 
 class LocalStack:
@@ -60,8 +87,9 @@ class LocalStack:
         declaration: the job types (``load_declaration()``).
         clock: the time source. A :class:`VirtualClock` also drives moto's clock.
         server: serve the AWS API on a loopback port (for other processes), instead
-            of in-process only.
-        port: the port for ``server=True``; 0 picks a free one.
+            of in-process only. Requests are not logged.
+        port: the port for ``server=True``; 0 picks a free one. A port in use
+            raises :class:`PortInUse`.
         region: the emulated region.
         seed: seeds backoff jitter, for repeatable runs.
         emf_stream: if given, runners also write their EMF metrics documents here.
@@ -70,6 +98,10 @@ class LocalStack:
         template: create the resources from this SAM template (through
             aws-sam-translator and moto's CloudFormation) instead of directly
             from the declaration.
+        publish_metrics: put what SQS and the runners measure into the
+            emulated CloudWatch every few seconds of the clock, as AWS would
+            (:class:`~jobkit.local.results.MetricsPublisher`), so the ops
+            views show rates, pickup delays and ages.
     """
 
     def __init__(
@@ -86,6 +118,7 @@ class LocalStack:
         sinks: Sequence[Any] = (),
         registry: JobRegistry | None = None,
         template: Path | None = None,
+        publish_metrics: bool = False,
     ) -> None:
         self.declaration = declaration
         self.clock = clock or SystemClock()
@@ -104,6 +137,10 @@ class LocalStack:
         self._exit = contextlib.ExitStack()
         self.mappings: dict[str, EventSourceMapping] = {}
         self.runners: dict[str, Runner] = {}
+        self._publish_metrics = publish_metrics
+        self._sent = SentCounts()
+        #: Set with ``publish_metrics``; :meth:`MetricsPublisher.publish` publishes at once.
+        self.metrics_publisher: MetricsPublisher | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -144,16 +181,18 @@ class LocalStack:
         self._exit.enter_context(faster_receives())
         self._exit.enter_context(serial_dynamodb())
         self._exit.enter_context(aws_visibility_limit())
+        self._exit.enter_context(cloudwatch_percentiles())
+        if self._publish_metrics:
+            self._exit.enter_context(counting_sends(self._sent))
         if isinstance(self.clock, VirtualClock):
             self._exit.enter_context(moto_on_clock(self.clock))
         if self._server_wanted:
-            from moto.server import ThreadedMotoServer
-
-            server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
-            server.start()
-            self._exit.callback(server.stop)
-            host, port = server.get_host_and_port()
-            self.endpoint_url = f"http://{host}:{port}"
+            server = _quiet_server(self._host, self._port)
+            thread = threading.Thread(target=server.serve_forever, name="jobkit-local-aws", daemon=True)
+            thread.start()
+            self._exit.callback(_stop_server, server, thread)
+            host, port = server.server_address[:2]
+            self.endpoint_url = f"http://{_url_host(str(host))}:{port}"
         else:
             from moto import mock_aws
 
@@ -222,6 +261,16 @@ class LocalStack:
         sinks: list[Any] = [self.results, *self._sinks]
         if self._emf_stream is not None:
             sinks.append(EmfMetrics(self.declaration.namespace, self._emf_stream))
+        if self._publish_metrics:
+            self.metrics_publisher = MetricsPublisher(
+                self.client("cloudwatch"),
+                self.declaration,
+                self.clock,
+                self._sent,
+                account_id=ACCOUNT_ID,
+                region=self.region,
+            )
+            sinks.append(self.metrics_publisher)
         metrics = _Tee(*sinks)
 
         for queue, config in self.declaration.queues.items():
@@ -252,7 +301,10 @@ class LocalStack:
         elsewhere: the nearest a single process comes to Lambda running each
         queue's batches in parallel. Queues with nothing to receive are skipped
         without a request, as Lambda's long polling costs no time either.
+        With ``publish_metrics``, a round publishes them when they are due.
         """
+        if self.metrics_publisher is not None:
+            self.metrics_publisher.tick()
         delivered = 0
         concurrency = {queue: config.max_concurrency for queue, config in self.declaration.queues.items()}
         for slot in range(max(concurrency.values(), default=0)):
@@ -381,6 +433,49 @@ class _Tee:
     def flush(self) -> None:
         for sink in self._sinks:
             sink.flush()
+
+
+def _quiet_server(host: str, port: int) -> BaseWSGIServer:
+    """moto's AWS API on a threaded werkzeug server that logs no line per
+    request (errors still are). The socket is bound here first, so that a
+    port in use is an error at once: werkzeug, binding in the server's
+    thread, would print its own message and end only that thread."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server, select_address_family
+
+    class QuietHandler(MotoRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            """Not a line per request: the local stack prints a line per job instead."""
+
+    family = select_address_family(host, port)
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug: a port in TIME_WAIT is free
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError as exc:
+        listener.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(host, port) from None
+        raise LocalStackError(f"cannot serve on {host} port {port}: {exc.strerror or exc}") from None
+    except BaseException:
+        listener.close()
+        raise
+    try:
+        app = DomainDispatcherApplication(create_backend_app)
+        # werkzeug serves on a duplicate of the listening socket's descriptor.
+        return make_server(host, port, app, threaded=True, request_handler=QuietHandler, fd=listener.fileno())
+    finally:
+        listener.close()
+
+
+def _stop_server(server: BaseWSGIServer, thread: threading.Thread) -> None:
+    server.shutdown()
+    thread.join()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _remove_from_path(path: str) -> None:

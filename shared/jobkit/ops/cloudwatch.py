@@ -3,9 +3,16 @@
 Metrics are the one thing SQS's API cannot tell: the age of a queue's oldest
 message (``AWS/SQS ApproximateAgeOfOldestMessage``), how fast messages arrive,
 and jobkit's own EMF metrics (pickup delay percentiles, outcomes per type).
-They are optional: where CloudWatch has none (a fresh stack, the local stack:
-moto's CloudWatch has no SQS metrics and receives no EMF), or cannot be read,
-a view shows ``-`` and says why, and never fails.
+They are optional: where CloudWatch has none (a fresh stack, an idle type),
+or cannot be read, a view shows ``-`` and says why, and never fails.
+
+The local stack (``jobkit local up``) puts the same metrics into its emulated
+CloudWatch, as SQS and CloudWatch Logs would on AWS
+(:class:`jobkit.local.results.MetricsPublisher`), so these queries read it as
+they read AWS. moto's CloudWatch differs from AWS's in ways listed in
+:mod:`jobkit.local.moto_time`: percentiles are nearest-rank (AWS's are
+approximate), periods are cut from ``StartTime`` to the second (AWS rounds a
+recent one down to the minute).
 """
 
 from __future__ import annotations
@@ -69,9 +76,10 @@ def fetch_metrics(
             _fetch_chunk(cloudwatch, chunk, start, end, period_s, result)
     except Exception as exc:
         # Deliberately broad: besides AWS errors (no cloudwatch:GetMetricData
-        # permission, throttling), emulators fail in their own ways (moto,
-        # in-process, raises a TypeError computing a percentile). A view
-        # without metrics is still useful; a crashed one is not.
+        # permission, throttling), emulators fail in their own ways (moto
+        # alone answers a statistic it cannot compute, such as a percentile,
+        # with a null that boto3 cannot read). A view without metrics is still
+        # useful; a crashed one is not.
         result.values.clear()
         result.error = f"{type(exc).__name__}: {exc}"
     return result

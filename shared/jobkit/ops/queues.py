@@ -1,7 +1,8 @@
 """The queue summary (``jobkit queues``, MediaWiki's ``showJobs.php --group``).
 
 Counts are per queue, as SQS keeps them: types that share a queue share its
-counts, and the summary lists the types of each queue.
+counts, and the summary lists the types of each queue. The oldest message's
+age is SQS's CloudWatch metric, which ``jobkit local up`` publishes too.
 """
 
 from __future__ import annotations

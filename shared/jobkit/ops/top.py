@@ -17,6 +17,9 @@ pickup delay and its queue's oldest message, then the largest backlog.
 
 Cost per frame: two GetQueueAttributes per queue and three GetMetricData
 requests (CloudWatch bills GetMetricData per metric: 2 per queue and 8 per type).
+
+Against ``jobkit local up`` every figure is there too: the local stack
+publishes what SQS and its runners measure to its CloudWatch every few seconds.
 """
 
 from __future__ import annotations
@@ -121,8 +124,8 @@ def top_snapshot(
     queues = {q.queue: q for q in report.queues}
     start = now - window_s
     counts = fetch_metrics(cloudwatch, _count_queries(declaration), start=start, end=now, period_s=window_s)
-    # Percentiles in a request of their own: where they fail (moto cannot
-    # compute them), the counts still show.
+    # Percentiles in a request of their own: where they fail (plain moto
+    # cannot compute them), the counts still show.
     delays = fetch_metrics(cloudwatch, _delay_queries(declaration), start=start, end=now, period_s=window_s)
     minutes = window_s / 60
     lines = []
