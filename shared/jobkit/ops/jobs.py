@@ -135,6 +135,8 @@ def push_job(
         params = json.loads(params_json)
     except ValueError as exc:
         raise SpecError(f"--params must be a JSON object: {exc}") from exc
+    except RecursionError:
+        raise SpecError("--params must be a JSON object: nested too deeply to parse") from None
     if not isinstance(params, dict):
         raise SpecError(f"--params must be a JSON object, got {type(params).__name__}")
     if delay_s is not None and delay_s < 0:
