@@ -4,7 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 
 SAM_VENV := .venv-sam
-APP      := build/app
+# The scaffolded app of sam-check: its path has a space, as users' paths may.
+APP      := build/an app
 export SAM_CLI_TELEMETRY := 0
 
 .PHONY: demo test lint sam-check bench soak checkov clean
@@ -69,10 +70,10 @@ sam-check: $(VENV)/.dev $(SAM_VENV)/.installed
 	@echo "sam-check: this repo's template is current, lint-clean, validated and built"
 	@# An app's repo: jobkit from the wheel in the app's virtualenv, `jobkit init`, a second
 	@# type; then SAM validates and builds it there, with that virtualenv active.
-	$(BIN)/python tests/deploy/app_project.py $(APP)
-	cd $(APP) && PATH="$(abspath $(APP))/.venv/bin:$$PATH" $(abspath $(SAM_VENV))/bin/sam validate --lint
-	cd $(APP) && PATH="$(abspath $(APP))/.venv/bin:$$PATH" $(abspath $(SAM_VENV))/bin/sam build
-	$(APP)/.venv/bin/python tests/deploy/check_build.py $(APP)/.aws-sam/build
+	$(BIN)/python tests/deploy/app_project.py "$(APP)"
+	cd "$(APP)" && PATH="$$PWD/.venv/bin:$$PATH" "$(CURDIR)/$(SAM_VENV)/bin/sam" validate --lint
+	cd "$(APP)" && PATH="$$PWD/.venv/bin:$$PATH" "$(CURDIR)/$(SAM_VENV)/bin/sam" build
+	"$(APP)/.venv/bin/python" tests/deploy/check_build.py "$(APP)/.aws-sam/build"
 	@echo "sam-check: a scaffolded app's template validates and builds, its layer holding the installed jobkit"
 
 clean:

@@ -10,7 +10,8 @@ from jobkit.extras import MissingExtra
 def main() -> None:
     try:
         from jobkit.cli import main as cli
+
+        cli()  # a command that needs [local] (local up, demo) raises MissingExtra when it starts
     except MissingExtra as exc:
         sys.stderr.write(f"jobkit: {exc}\n")
         raise SystemExit(1) from None
-    cli()

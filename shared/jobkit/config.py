@@ -94,6 +94,7 @@ class Declaration:
     namespace: str = "jobkit"
     code_dir: Path | None = None
     requirements: Path | None = None
+    template: Path | None = None
     source: str = "<declaration>"
 
     queues: Mapping[str, QueueConfig] = field(init=False)
@@ -201,7 +202,7 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     """Validate an already-decoded declaration (a TOML document as a dict)."""
     _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types"})
     settings = _table(source, "jobkit", raw.get("jobkit", {}))
-    _no_unknown_keys(source, "jobkit", settings, {"prefix", "namespace", "code_dir", "requirements"})
+    _no_unknown_keys(source, "jobkit", settings, {"prefix", "namespace", "code_dir", "requirements", "template"})
     prefix = settings.get("prefix", DEFAULT_PREFIX)
     _check(source, "jobkit.prefix", prefix, _matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern)
     namespace = settings.get("namespace", "jobkit")
@@ -212,6 +213,8 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     _check(
         source, "jobkit.requirements", requirements, lambda v: v is None or isinstance(v, str), "must be a path string"
     )
+    template = settings.get("template")
+    _check(source, "jobkit.template", template, lambda v: v is None or isinstance(v, str), "must be a path string")
 
     defaults = _table(source, "defaults", raw.get("defaults", {}))
     _no_unknown_keys(source, "defaults", defaults, _TYPE_KEYS - {"class", "queue", "pushes"})
@@ -232,6 +235,7 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
         namespace=namespace,
         code_dir=(base_dir or Path(".")) / code_dir if code_dir else None,
         requirements=(base_dir or Path(".")) / requirements if requirements else None,
+        template=(base_dir or Path(".")) / template if template else None,
         source=source,
     )
 

@@ -44,34 +44,8 @@ class JobRegistry:
         except Exception as exc:  # ImportError, or the module's own import-time error
             raise JobClassError(f"job class {class_path!r} does not import: {type(exc).__name__}: {exc}") from exc
         cls = getattr(module, class_name, None)
+        if cls is None:
+            raise JobClassError(f"job class {class_path!r}: module {module_name!r} has no attribute {class_name!r}")
         if not (isinstance(cls, type) and issubclass(cls, Job)):
             raise JobClassError(f"job class {class_path!r} is not a subclass of jobkit.Job")
         return cls
-
-
-def check_classes(declaration: Declaration) -> None:
-    """Import every declared class, from ``code_dir`` as the runner would, and
-    check that it is a :class:`~jobkit.Job` (``jobkit template --check``).
-
-    Raises:
-        ConfigError: naming the declaration file, the type's ``class`` key and
-            the import error of the first class that does not resolve.
-    """
-    import sys
-
-    from jobkit.errors import ConfigError
-
-    code_dir = str(declaration.code_dir.resolve()) if declaration.code_dir is not None else None
-    added = code_dir is not None and code_dir not in sys.path
-    if added:
-        sys.path.insert(0, code_dir)  # type: ignore[arg-type]
-    try:
-        for job_type in declaration.types.values():
-            try:
-                JobRegistry._load(job_type.class_path)
-            except JobClassError as exc:
-                where = f" (code_dir {code_dir})" if code_dir else ""
-                raise ConfigError(declaration.source, f"types.{job_type.name}.class", f"{exc}{where}") from exc
-    finally:
-        if added:
-            sys.path.remove(code_dir)  # type: ignore[arg-type]

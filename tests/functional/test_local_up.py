@@ -43,7 +43,7 @@ for job_id in queue_group("enwiki").push([JobSpecification("refreshLinks", {"tit
 JOBKIT_LINE = re.compile(
     r"jobkit local stack up: \d+ queues, table \S+"
     r"|point your app at it with:"
-    r"|  export (AWS_ENDPOINT_URL|AWS_DEFAULT_REGION|JOBKIT_CONFIG)=.*"
+    r"|  export (AWS_ENDPOINT_URL|AWS_REGION|AWS_ACCESS_KEY_ID|JOBKIT_CONFIG)=.*"
     r"|running jobs; Ctrl-C stops"
     r"| *[a-z_]+ \w+ \S+ \(attempt \d+\)( in \d+ ms)?(: .*)?"
     r"|stopping"

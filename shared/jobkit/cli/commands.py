@@ -64,35 +64,40 @@ def demo(config_path: Path | None, seed: int, backlinks: int, pages: int, watche
 @click.option(
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("template.yaml"),
-    show_default=True,
-    help="Where the template goes.",
+    default=None,
+    help="Where the template goes (default: the declaration's [jobkit] template, else template.yaml).",
 )
 @click.option(
     "--extra",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("infra/template-extra.yaml"),
-    show_default=True,
-    help="Your own resources, merged in (used if it exists).",
+    default=None,
+    help="Your own resources, merged in if it exists (default: template-extra.yaml beside the declaration).",
 )
 @click.option(
     "--check",
     is_flag=True,
     help="Exit 1 if the files differ from what would be generated, or a declared class does not import.",
 )
-def template(config_path: Path | None, output: Path, extra: Path, check: bool) -> None:
+def template(config_path: Path | None, output: Path | None, extra: Path | None, check: bool) -> None:
     """Render template.yaml (SAM), and the Makefile `sam build` runs, from the job declaration."""
-    from jobkit.registry import check_classes
+    from jobkit.sam.check import check_classes
 
     try:
         declaration = load_declaration(config_path)
+        output = output or declaration.template or Path("template.yaml")
+        extra = extra or Path(declaration.source).parent / "template-extra.yaml"
         files = _generated_files(declaration, output, extra)
         if check:
             check_classes(declaration)
     except JobKitError as exc:
         raise click.ClickException(str(exc)) from exc
     if check:
-        stale = [str(path) for path, text in files.items() if not path.exists() or path.read_text() != text]
+        missing = [str(path) for path in files if not path.exists()]
+        if missing:
+            raise click.ClickException(
+                f"{' and '.join(missing)} not found: run `jobkit template` and commit the result"
+            )
+        stale = [str(path) for path, text in files.items() if path.read_text() != text]
         if stale:
             verb = "is" if len(stale) == 1 else "are"
             raise click.ClickException(
@@ -132,19 +137,19 @@ def _generated_files(declaration: Declaration, output: Path, extra: Path) -> dic
 )
 def init(directory: Path, package: str, prefix: str | None, template_path: Path) -> None:
     """Scaffold a jobs project in an app's repo (DIRECTORY, default: here); overwrites nothing."""
-    from jobkit.scaffold import DECLARATION, MAKEFILE, plan, write
+    from jobkit.scaffold import DECLARATION, plan, write
+
+    def generate() -> dict[Path, str]:
+        declaration = load_declaration(directory / DECLARATION)
+        extra = directory / DECLARATION.parent / "template-extra.yaml"
+        return _generated_files(declaration, directory / template_path, extra)
 
     try:
         scaffold = plan(directory, package=package, template=template_path, prefix=prefix)
-        write(directory, scaffold, also=(template_path, MAKEFILE))
-        declaration = load_declaration(directory / DECLARATION)
-        files = _generated_files(declaration, directory / template_path, directory / "infra" / "template-extra.yaml")
+        created = write(directory, scaffold, generate)
     except JobKitError as exc:
         raise click.ClickException(str(exc)) from exc
-    for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    for path in [*scaffold.files, template_path, MAKEFILE]:
+    for path in created:
         click.echo(f"  created {path.as_posix()}")
     if scaffold.pytest_hint:
         click.echo(f"  not changed: {scaffold.pytest_hint}")
@@ -174,7 +179,10 @@ def local_up(config_path: Path | None, host: str, port: int) -> None:
         click.echo(line)
         sys.stdout.flush()  # one line per job, promptly, even into a pipe
 
-    serve(declaration, host=host, port=port, emit=emit)
+    try:
+        serve(declaration, host=host, port=port, emit=emit)
+    except JobKitError as exc:  # a port in use, say: one line, at once
+        raise click.ClickException(str(exc)) from exc
 
 
 register_ops_commands(main)

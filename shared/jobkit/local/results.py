@@ -133,6 +133,8 @@ class MetricsPublisher:
         region: str,
         interval_s: float = PUBLISH_INTERVAL_S,
     ) -> None:
+        from jobkit.metrics import EmfMetrics
+
         self._cloudwatch = cloudwatch
         self._declaration = declaration
         self._clock = clock
@@ -140,8 +142,6 @@ class MetricsPublisher:
         self._account_id = account_id
         self._region = region
         self._interval_s = interval_s
-        from jobkit.metrics import EmfMetrics
-
         self._documents = io.StringIO()
         self._emf = EmfMetrics(declaration.namespace, self._documents)
         self._pending: defaultdict[str, list[MetricDatumTypeDef]] = defaultdict(list)

@@ -69,7 +69,8 @@ def serve(
         emit(f"jobkit local stack up: {len(declaration.queues)} queues, table {declaration.table_name}")
         emit("point your app at it with:")
         emit(f"  export AWS_ENDPOINT_URL={stack.endpoint_url}")
-        emit("  export AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing")
+        emit("  export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1")
+        emit("  export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing")
         emit(f"  export JOBKIT_CONFIG={Path(declaration.source).resolve()}")
         emit("running jobs; Ctrl-C stops")
         try:

@@ -15,13 +15,21 @@ from jobkit.errors import JobKitError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobkit.sam", description=__doc__)
     parser.add_argument("--expect-version", help="fail unless this jobkit version is installed")
+    parser.add_argument("--makefile", type=Path, help="the generated Makefile; a relative --config is relative to it")
     commands = parser.add_subparsers(dest="command", required=True)
     layer = commands.add_parser("layer", help="build the jobkit layer")
     layer.add_argument("--to", type=Path, required=True, help="the artifacts directory ($ARTIFACTS_DIR)")
     runner = commands.add_parser("runner", help="build a runner function's code")
     runner.add_argument("--to", type=Path, required=True, help="the artifacts directory ($ARTIFACTS_DIR)")
-    runner.add_argument("--config", type=Path, required=True, help="the job declaration")
+    runner.add_argument("--config", type=Path, required=True, help="the job declaration (see --makefile)")
     arguments = parser.parse_args(argv)
+    from jobkit.extras import MissingExtra, require
+
+    try:
+        require("cli", "building for sam build")
+    except MissingExtra as exc:
+        print(f"jobkit sam build: {exc}", file=sys.stderr)
+        return 1
     try:
         from jobkit.sam.layer import check_version
 
@@ -36,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
             from jobkit.config import load_declaration
             from jobkit.sam.runner import build_runner
 
-            copied = build_runner(load_declaration(arguments.config), arguments.to)
+            config = arguments.config
+            if arguments.makefile is not None and not config.is_absolute():
+                config = arguments.makefile.parent / config
+            copied = build_runner(load_declaration(config), arguments.to)
             print(f"jobkit runner: {', '.join(copied)}")
     except JobKitError as exc:
         print(f"jobkit sam build: {exc}", file=sys.stderr)

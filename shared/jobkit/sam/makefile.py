@@ -38,14 +38,15 @@ def makefile_text(declaration: Declaration, version: str) -> str:
 # or set JOBKIT_PYTHON. pip cross-installs wheels for the Lambda runtime, so
 # the build needs no container (do not pass --use-container).
 JOBKIT_PYTHON ?= python3
-HERE := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
-BUILD = $(JOBKIT_PYTHON) -m jobkit.sam --expect-version {version}
+# This file's path, whole: make reads no other makefile here, and the path may hold spaces.
+THIS_MAKEFILE := $(strip $(MAKEFILE_LIST))
+BUILD = $(JOBKIT_PYTHON) -m jobkit.sam --expect-version {version} --makefile "$(THIS_MAKEFILE)"
 
 build-{LAYER_TARGET}: jobkit-installed
 \t$(BUILD) layer --to "$(ARTIFACTS_DIR)"
 
 build-%: jobkit-installed
-\t$(BUILD) runner --config "$(HERE){relative.as_posix()}" --to "$(ARTIFACTS_DIR)"
+\t$(BUILD) runner --config "{relative.as_posix()}" --to "$(ARTIFACTS_DIR)"
 
 jobkit-installed:
 \t@$(JOBKIT_PYTHON) -c "import jobkit.sam" 2>/dev/null || {{ \\

@@ -3,7 +3,8 @@
 The code is what the declared job classes import from: for each class path
 ``jobs.welcome:WelcomeEmailJob``, its top-level package (``jobs``) or module,
 found in ``code_dir``. Only those are copied, so a ``code_dir`` that is the
-app's root does not ship the app's tests, virtualenv or ``.env`` files.
+app's root does not ship the app's tests or virtualenv; inside them, dotfiles
+(``.env``), bytecode and symbolic links stay out too.
 Third-party packages the jobs import are listed in the file that ``[jobkit]
 requirements`` names, and cross-installed for the Lambda runtime; jobkit
 itself comes from the layer.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from jobkit.config import Declaration
@@ -35,19 +37,28 @@ def top_level_names(declaration: Declaration) -> dict[str, list[str]]:
     return dict(sorted(names.items()))
 
 
-def code_source(declaration: Declaration) -> Path:
-    """The directory ``sam build`` watches for a runner (its ``CodeUri``): the one
-    package all classes live in, or else ``code_dir`` itself."""
+def code_package(declaration: Declaration) -> Path | None:
+    """The one package directory all declared classes live in, or ``None`` (several
+    top-level packages, or a module): what ``sam build`` watches for a runner (its
+    ``CodeUri``), which SAM copies for every runner before the Makefile runs."""
     root = code_root(declaration)
     tops = list(top_level_names(declaration))
     if len(tops) == 1 and (root / tops[0]).is_dir():
         return root / tops[0]
-    return root
+    return None
 
 
 def build_runner(declaration: Declaration, artifacts_dir: Path) -> list[str]:
     """Copy the job code into ``artifacts_dir`` and install the declared requirements;
     returns what was copied (top-level names)."""
+    copied = copy_code(declaration, artifacts_dir)
+    if declaration.requirements is not None:
+        _install_requirements(declaration, artifacts_dir)
+    return copied
+
+
+def copy_code(declaration: Declaration, artifacts_dir: Path) -> list[str]:
+    """Copy the top-level packages and modules of the declared classes into ``artifacts_dir``."""
     root = code_root(declaration)
     artifacts_dir.mkdir(parents=True, exist_ok=True)
     copied = []
@@ -56,7 +67,7 @@ def build_runner(declaration: Declaration, artifacts_dir: Path) -> list[str]:
         if package.is_dir():
             if (artifacts_dir / top).exists():
                 shutil.rmtree(artifacts_dir / top)
-            shutil.copytree(package, artifacts_dir / top, ignore=IGNORED)
+            shutil.copytree(package, artifacts_dir / top, ignore=_left_out)
         elif module.is_file():
             shutil.copy2(module, artifacts_dir / module.name)
         else:
@@ -66,9 +77,21 @@ def build_runner(declaration: Declaration, artifacts_dir: Path) -> list[str]:
                 f"{top!r} is neither a package ({package}{os.sep}) nor a module ({module}) in code_dir",
             )
         copied.append(top)
-    if declaration.requirements is not None:
-        _install_requirements(declaration, artifacts_dir)
     return copied
+
+
+def _left_out(directory: str, names: list[str]) -> set[str]:
+    """What is not shipped: dotfiles and dot-directories (``.env``, ``.git``), bytecode,
+    and symbolic links, which could point anywhere on the build machine."""
+    left = set(IGNORED(directory, names))
+    for name in names:
+        path = Path(directory) / name
+        if name.startswith("."):
+            left.add(name)
+        elif path.is_symlink():
+            print(f"jobkit runner: not shipping the symbolic link {path}", file=sys.stderr)
+            left.add(name)
+    return left
 
 
 def _install_requirements(declaration: Declaration, artifacts_dir: Path) -> None:

@@ -10,14 +10,19 @@ the declaration, the generated SAM template with its Makefile, and a short
 from __future__ import annotations
 
 import configparser
+import contextlib
+import os
 import re
+import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from string import Template
 
 from jobkit.errors import JobKitError
+from jobkit.resources import PREFIX_PATTERN
 from jobkit.sam.makefile import DIRECTORY
 
 DECLARATION = Path("infra/jobs.toml")
@@ -49,7 +54,16 @@ def plan(
     """
     if not PACKAGE_PATTERN.match(package):
         raise ScaffoldError(f"--package {package!r} is not a Python package name (e.g. jobs, myapp.jobs)")
+    top = package.split(".")[0]
+    if top in sys.stdlib_module_names or top in {"jobkit", "aws_lambda_powertools", "boto3", "botocore"}:
+        raise ScaffoldError(f"--package {package!r} would shadow the module {top!r}: pick another name")
     prefix = prefix or default_prefix(root)
+    if not PREFIX_PATTERN.match(prefix):
+        raise ScaffoldError(
+            f"--prefix {prefix!r} must match {PREFIX_PATTERN.pattern} (letters, digits, dashes; 16 at most)"
+        )
+    if template.is_absolute() or ".." in template.parts:
+        raise ScaffoldError(f"--template {template} must be a path inside the directory")
     package_dir = Path(*package.split("."))
     values = {
         "prefix": prefix,
@@ -58,6 +72,7 @@ def plan(
         "declaration": DECLARATION.as_posix(),
         "tests": TESTS.as_posix(),
         "template": template.as_posix(),
+        "template_from_declaration": Path(os.path.relpath(template, DECLARATION.parent)).as_posix(),
         "makefile": MAKEFILE.as_posix(),
     }
     files = {
@@ -68,25 +83,66 @@ def plan(
     # The package, and any parent package that does not exist yet.
     for depth in range(1, len(package_dir.parts) + 1):
         init = Path(*package_dir.parts[:depth]) / "__init__.py"
-        if depth == len(package_dir.parts) or not (root / init).exists():
+        if depth == len(package_dir.parts) or not (root / init).parent.exists():
             files[init] = _text("package_init.py.txt", values)
     files[package_dir / "welcome_email.py"] = _text("welcome_email.py.txt", values)
     hint = existing_pytest_config(root)
     if hint is None:
         files[Path("pytest.ini")] = _text("pytest.ini.txt", values)
+    _refuse_existing(root, files)
+    if (root / package_dir).exists():
+        raise ScaffoldError(f"{package_dir.as_posix()}/ exists already: pick another --package")
     return Scaffold(files, hint)
 
 
-def write(root: Path, scaffold: Scaffold, *, also: tuple[Path, ...] = ()) -> None:
-    """Write every file, or none if any of them (or of ``also``, which the caller writes next) exists."""
-    existing = sorted(path.as_posix() for path in (*scaffold.files, *also) if (root / path).exists())
+def _refuse_existing(root: Path, files: dict[Path, str]) -> None:
+    existing = sorted(path.as_posix() for path in files if (root / path).exists())
     if existing:
         raise ScaffoldError(
             f"not overwriting {', '.join(existing)}: move them aside, or pick other names (--package, --template)"
         )
-    for path, text in scaffold.files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
+
+
+def write(root: Path, scaffold: Scaffold, generate: Callable[[], dict[Path, str]]) -> list[Path]:
+    """Write the scaffold, then what ``generate`` returns (it reads the written
+    declaration: the template and its Makefile); all of it, or none.
+
+    Returns:
+        every file written, relative to ``root``.
+
+    Raises:
+        ScaffoldError: a file exists already (nothing written), or writing or
+            generating failed (what was written is removed again).
+    """
+    _refuse_existing(root, scaffold.files)
+    created: list[Path] = []
+    made_dirs: list[Path] = []
+    try:
+        for path, text in scaffold.files.items():
+            _write_new(root / path, text, created, made_dirs)
+        for path, text in generate().items():
+            if path.exists():
+                raise ScaffoldError(f"not overwriting {path}: move it aside, or pass --template")
+            _write_new(path, text, created, made_dirs)
+    except (JobKitError, OSError) as exc:
+        for path in reversed(created):
+            path.unlink(missing_ok=True)
+        for directory in reversed(made_dirs):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        if isinstance(exc, ScaffoldError):
+            raise
+        raise ScaffoldError(f"nothing was created: {exc}") from exc
+    return [path.relative_to(root) if path.is_relative_to(root) else path for path in created]
+
+
+def _write_new(path: Path, text: str, created: list[Path], made_dirs: list[Path]) -> None:
+    missing = [parent for parent in reversed(path.parents) if not parent.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    made_dirs.extend(missing)
+    with path.open("x") as handle:  # never over a file that appeared meanwhile
+        created.append(path)
+        handle.write(text)
 
 
 def default_prefix(root: Path) -> str:
@@ -99,8 +155,13 @@ def default_prefix(root: Path) -> str:
 def existing_pytest_config(root: Path) -> str | None:
     """Where the app already configures pytest (which jobkit does not edit), or ``None``."""
     line = f"jobkit_config = {DECLARATION.as_posix()}"
-    if (root / "pytest.ini").exists():
-        return f"pytest.ini exists: add `{line}` under [pytest]"
+    for name in ("pytest.ini", ".pytest.ini"):
+        if (root / name).exists():
+            return f"{name} exists: add `{line}` under [pytest]"
+    for name in ("pytest.toml", ".pytest.toml"):
+        if (root / name).exists():
+            return f'{name} exists: add `jobkit_config = "{DECLARATION.as_posix()}"` under [pytest]'
+
     pyproject = root / "pyproject.toml"
     if pyproject.exists():
         try:

@@ -22,7 +22,7 @@ from jobkit.resources import (
     TTL_ATTRIBUTE,
 )
 from jobkit.sam.makefile import makefile_path
-from jobkit.sam.runner import code_source
+from jobkit.sam.runner import code_package
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import pushed_types, runner_policy, sendable_queues
 from jobkit.template.naming import NAMES, QueueIds
@@ -163,8 +163,7 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
     properties: dict[str, Any] = {
         "FunctionName": {"Fn::Sub": NAMES.runner(queue.name)},
         "Description": f"jobkit runner for queue {queue.name}: {', '.join(queue.types)}",
-        # What sam build watches; the Makefile copies only the job package(s) into the function.
-        "CodeUri": _relative(code_source(declaration), base_dir) + "/",
+        "CodeUri": _code_uri(declaration, base_dir),
         "Handler": HANDLER,
         "Runtime": RUNTIME,
         "Architectures": [ARCHITECTURE],
@@ -193,6 +192,15 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
             **checkov_skips("CKV_AWS_116", "CKV_AWS_117", "CKV_AWS_115", "CKV_AWS_173"),
         },
     }
+
+
+def _code_uri(declaration: Declaration, base_dir: Path) -> str:
+    """What SAM copies and watches for a runner: the job package; the Makefile
+    copies only the job package(s) into the function. With classes in several
+    top-level packages, the Makefile's own directory, so that SAM does not copy
+    the whole of ``code_dir`` (an app's root, with its virtualenv) per runner."""
+    package = code_package(declaration)
+    return _relative(package if package is not None else makefile_path(declaration).parent, base_dir) + "/"
 
 
 def _build_dir(declaration: Declaration, base_dir: Path) -> str:

@@ -1,7 +1,8 @@
 """The pytest plugin behind ``jobkit_stack`` (registered as the ``pytest11`` entry point ``jobkit``).
 
-It imports nothing heavy at load time: projects that install jobkit without
-the ``local`` extra still start pytest normally.
+It lives outside :mod:`jobkit.testing` and imports nothing at load time, so
+pytest starts normally in a project that has jobkit without the ``local``
+extra; only a test that asks for ``jobkit_stack`` then fails, naming the extra.
 """
 
 from __future__ import annotations
@@ -44,7 +45,12 @@ def declaration_path(config: pytest.Config) -> Path:
 @pytest.fixture
 def jobkit_stack(request: pytest.FixtureRequest) -> Iterator[JobkitStack]:
     """A fresh local stack (in-process moto) with the declared queues and table."""
-    from jobkit.testing import JobkitStack
+    from jobkit.extras import MissingExtra
+
+    try:
+        from jobkit.testing import JobkitStack
+    except MissingExtra as exc:
+        pytest.fail(f"jobkit_stack: {exc}", pytrace=False)
 
     path = declaration_path(request.config)
     if not path.is_file():

@@ -1,0 +1,67 @@
+"""``jobkit template --check``: every declared class imports as it will in the runner function.
+
+The job code is copied as ``sam build`` copies it (only the classes' top-level
+packages) into a scratch directory, and a separate, isolated interpreter (``-I``:
+no current directory, no ``PYTHONPATH``) imports each class from there. A class
+that imports a module of the app that is not shipped (a ``settings.py`` beside
+the package, say) fails here, not in Lambda. Third-party packages are imported
+from this virtualenv, so the check cannot tell that one is missing from the
+``requirements`` file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from jobkit.config import Declaration
+from jobkit.errors import ConfigError
+from jobkit.sam.runner import copy_code
+
+_IMPORT_EACH = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from jobkit.errors import JobClassError
+from jobkit.registry import JobRegistry
+problems = {}
+for name, class_path in json.loads(sys.argv[2]).items():
+    try:
+        JobRegistry._load(class_path)
+    except JobClassError as exc:
+        problems[name] = str(exc)
+    except BaseException as exc:  # a module that calls sys.exit() or raises KeyboardInterrupt at import
+        problems[name] = f"job class {class_path!r} does not import: {type(exc).__name__}: {exc}"
+print(json.dumps(problems))
+"""
+
+
+def check_classes(declaration: Declaration) -> None:
+    """Raise :class:`ConfigError` (file, ``types.NAME.class``, the import error) for the
+    first declared class that does not import from the shipped code or is not a Job."""
+    if declaration.requirements is not None and not declaration.requirements.is_file():
+        raise ConfigError(declaration.source, "jobkit.requirements", f"{declaration.requirements} does not exist")
+    classes = {name: job_type.class_path for name, job_type in declaration.types.items()}
+    with tempfile.TemporaryDirectory(prefix="jobkit-check-") as stage:
+        copy_code(declaration, Path(stage))
+        result = subprocess.run(
+            [sys.executable, "-I", "-c", _IMPORT_EACH, stage, json.dumps(classes)],
+            capture_output=True,
+            text=True,
+            cwd=stage,
+        )
+    try:
+        problems: dict[str, str] = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise ConfigError(
+            declaration.source, "types", f"importing the job classes failed: {result.stderr.strip()[-500:]}"
+        ) from None
+    for name, problem in problems.items():
+        raise ConfigError(
+            declaration.source,
+            f"types.{name}.class",
+            f"{problem} (importing from the code a runner ships: the classes' top-level packages in "
+            f"{declaration.code_dir or Path(declaration.source).parent})",
+        )
