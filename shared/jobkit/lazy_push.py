@@ -4,11 +4,13 @@ after a WSGI or ASGI response, or when a Lambda handler returns."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
 from jobkit.errors import JobQueueError
@@ -19,28 +21,65 @@ log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _Scope:
+    """The jobs one request (or ``deferred()`` block) lazily pushed."""
+
+    __slots__ = ("open", "specs")
+
+    def __init__(self) -> None:
+        self.specs: list[JobSpecification] = []
+        self.open = True
+
+
 class LazyBuffer:
-    """Jobs waiting for a flush, which hands them to ``push``."""
+    """Jobs waiting for a flush, which hands them to ``push``.
+
+    Inside a request scope (a ``deferred()`` block, or a request under the WSGI
+    or ASGI middleware), lazily pushed jobs belong to that scope: its end
+    flushes them, and only them, so one request's jobs never leave with another
+    request's response, before the request that decided on them has finished.
+    The scope follows the request's thread or asyncio task (a context variable).
+    Jobs lazily pushed outside any scope wait for an explicit :meth:`flush`.
+    """
 
     def __init__(self, push: Callable[[list[JobSpecification]], list[str]]) -> None:
         self._push = push
         self._specs: list[JobSpecification] = []
         self._lock = threading.Lock()
-        self._deferred_depth = threading.local()
+        self._scope: ContextVar[_Scope | None] = ContextVar(f"jobkit_lazy_scope_{id(self)}", default=None)
+
+    def _open_scope(self) -> _Scope | None:
+        scope = self._scope.get()
+        return scope if scope is not None and scope.open else None
 
     def add(self, specs: Iterable[JobSpecification]) -> None:
+        scope = self._open_scope()
+        if scope is not None:
+            scope.specs.extend(specs)
+            return
         with self._lock:
             self._specs.extend(specs)
 
     @property
     def pending(self) -> int:
+        scope = self._open_scope()
+        if scope is not None:
+            return len(scope.specs)
         with self._lock:
             return len(self._specs)
 
     def flush(self) -> list[str]:
-        """Push everything buffered; a failure is logged with the job IDs and re-raised."""
-        with self._lock:
-            specs, self._specs = self._specs, []
+        """Push what is buffered (the current scope's jobs, inside one); a failure is
+        logged with the job IDs and re-raised."""
+        scope = self._open_scope()
+        if scope is not None:
+            specs, scope.specs = scope.specs, []
+        else:
+            with self._lock:
+                specs, self._specs = self._specs, []
+        return self.push_now(specs)
+
+    def push_now(self, specs: list[JobSpecification]) -> list[str]:
         try:
             return self._push(specs)
         except JobQueueError as exc:
@@ -52,17 +91,32 @@ class LazyBuffer:
             )
             raise
 
+    def begin(self) -> tuple[_Scope, Token[_Scope | None]] | None:
+        """Open a scope for this thread or task, unless one is open (then it owns the jobs)."""
+        if self._open_scope() is not None:
+            return None
+        scope = _Scope()
+        return scope, self._scope.set(scope)
+
+    def end(self, opened: tuple[_Scope, Token[_Scope | None]] | None) -> list[JobSpecification]:
+        """Close a scope that :meth:`begin` opened; returns its jobs, for the caller to push."""
+        if opened is None:
+            return []
+        scope, token = opened
+        scope.open = False  # should the reset below fail, later jobs still go to the shared buffer
+        with contextlib.suppress(ValueError):  # ended in another context than it began (a server's choice)
+            self._scope.reset(token)
+        specs, scope.specs = scope.specs, []
+        return specs
+
     @contextmanager
     def deferred(self) -> Iterator[None]:
-        """Flush when the outermost block (on this thread) ends, even if it raised."""
-        depth = getattr(self._deferred_depth, "value", 0)
-        self._deferred_depth.value = depth + 1
+        """Push the jobs lazily pushed inside the outermost block when it ends, even if it raised."""
+        opened = self.begin()
         try:
             yield
         finally:
-            self._deferred_depth.value = depth
-            if depth == 0:
-                self.flush()
+            self.push_now(self.end(opened))
 
 
 def flush_after(deferred: Callable[[], AbstractContextManager[object]], handler: F) -> F:
@@ -76,11 +130,17 @@ def flush_after(deferred: Callable[[], AbstractContextManager[object]], handler:
     return wrapper  # type: ignore[return-value]
 
 
-def wsgi_middleware(app: Callable[..., Iterable[bytes]], flush: Callable[[], object]) -> Callable[..., Iterable[bytes]]:
-    """``app``, calling ``flush`` once the server has closed each response."""
+def wsgi_middleware(app: Callable[..., Iterable[bytes]], buffer: LazyBuffer) -> Callable[..., Iterable[bytes]]:
+    """``app``, pushing each request's lazy jobs once the server has closed its response."""
 
     def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        return _FlushOnClose(app(environ, start_response), flush)
+        opened = buffer.begin()
+        try:
+            response = app(environ, start_response)
+        except BaseException:
+            buffer.push_now(buffer.end(opened))
+            raise
+        return _FlushOnClose(response, lambda: buffer.push_now(buffer.end(opened)))
 
     return middleware
 
@@ -88,10 +148,10 @@ def wsgi_middleware(app: Callable[..., Iterable[bytes]], flush: Callable[[], obj
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
-def asgi_middleware(app: ASGIApp, flush: Callable[[], object]) -> ASGIApp:
-    """``app`` (Starlette, FastAPI, any ASGI app), calling ``flush`` once each HTTP
-    response has been sent, on a worker thread so the event loop does not wait
-    on SQS. A response that fails still flushes, as a WSGI one does."""
+def asgi_middleware(app: ASGIApp, buffer: LazyBuffer) -> ASGIApp:
+    """``app`` (Starlette, FastAPI, any ASGI app), pushing each HTTP request's lazy
+    jobs once its response has been sent, on a worker thread so the event loop
+    does not wait on SQS. A request that fails still pushes its jobs, as under WSGI."""
 
     async def middleware(
         scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]
@@ -101,16 +161,19 @@ def asgi_middleware(app: ASGIApp, flush: Callable[[], object]) -> ASGIApp:
         if scope.get("type") != "http":
             await app(scope, receive, send)
             return
+        opened = buffer.begin()
         try:
             await app(scope, receive, send)
         finally:
-            await asyncio.get_running_loop().run_in_executor(None, flush)
+            specs = buffer.end(opened)
+            if specs:
+                await asyncio.get_running_loop().run_in_executor(None, buffer.push_now, specs)
 
     return middleware
 
 
 class _FlushOnClose:
-    """A WSGI response iterable that flushes lazy jobs once the server closes it."""
+    """A WSGI response iterable that pushes the request's lazy jobs once the server closes it."""
 
     def __init__(self, response: Iterable[bytes], flush: Callable[[], object]) -> None:
         self._response = response

@@ -210,7 +210,8 @@ class JobQueueGroup:
         self._lazy.add(self._adopt(jobs))
 
     def flush(self) -> list[str]:
-        """Push everything buffered by :meth:`lazy_push`.
+        """Push everything buffered by :meth:`lazy_push` (inside a request or a
+        ``deferred()`` block: that request's or block's jobs).
 
         A failure is logged with the job IDs and re-raised; it is never swallowed.
         """
@@ -241,7 +242,7 @@ class JobQueueGroup:
 
     def wsgi_middleware(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
         """Wrap a WSGI app so lazily pushed jobs are flushed after the response is sent."""
-        return lazy_push.wsgi_middleware(app, self.flush)
+        return lazy_push.wsgi_middleware(app, self._lazy)
 
     def asgi_middleware(self, app: ASGIApp) -> ASGIApp:
         """Wrap an ASGI app (Starlette, FastAPI) so lazily pushed jobs are flushed after each response::
@@ -250,7 +251,7 @@ class JobQueueGroup:
         app.add_middleware(...)            # your own
         app = group.asgi_middleware(app)   # outermost: flushes once the response is sent
         """
-        return lazy_push.asgi_middleware(app, self.flush)
+        return lazy_push.asgi_middleware(app, self._lazy)
 
     def deduplicate_root_job(self, spec: JobSpecification) -> bool:
         """Record a root job's timestamp so older leaves are superseded, without

@@ -316,6 +316,10 @@ def _serve_one(app: Any, method: str, path: str) -> tuple[int, bytes]:
     """What an ASGI server (uvicorn, hypercorn) does for one HTTP request."""
     import asyncio
 
+    return asyncio.run(_serve_one_async(app, method, path))
+
+
+async def _serve_one_async(app: Any, method: str, path: str) -> tuple[int, bytes]:
     sent: list[dict[str, Any]] = []
     scope = {
         "type": "http",
@@ -338,6 +342,75 @@ def _serve_one(app: Any, method: str, path: str) -> tuple[int, bytes]:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    asyncio.run(app(scope, receive, send))
+    await app(scope, receive, send)
     status = next(m["status"] for m in sent if m["type"] == "http.response.start")
     return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def test_asgi_requests_push_only_their_own_lazy_jobs(stack: LocalStack) -> None:
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    group = stack.queue_group()
+    in_queue_when_fast_done: list[list[str]] = []
+
+    async def slow(request: Request) -> PlainTextResponse:
+        group.lazy_push(JobSpecification("noop", {"path": "/slow"}))
+        await release.wait()  # its transaction has not committed yet
+        raise RuntimeError("the slow request failed after deciding on a job")
+
+    async def fast(request: Request) -> PlainTextResponse:
+        group.lazy_push(JobSpecification("noop", {"path": "/fast"}))
+        return PlainTextResponse("ok")
+
+    app = group.asgi_middleware(Starlette(routes=[Route("/slow", slow), Route("/fast", fast)]))
+
+    async def both() -> None:
+        slow_request = asyncio.create_task(_serve_one_async(app, "GET", "/slow"))
+        await asyncio.sleep(0.05)
+        await _serve_one_async(app, "GET", "/fast")
+        in_queue_when_fast_done.append([b["params"]["path"] for b in bodies(stack, "noop")])
+        release.set()
+        with pytest.raises(RuntimeError, match="slow request failed"):
+            await slow_request
+
+    release = asyncio.Event()
+    asyncio.run(both())
+    assert in_queue_when_fast_done == [["/fast"]]  # not the slow request's job, which it had not finished
+    assert [b["params"]["path"] for b in bodies(stack, "noop")] == ["/slow"]  # (bodies() took /fast already)
+
+
+def test_wsgi_requests_on_two_threads_push_only_their_own_lazy_jobs(stack: LocalStack) -> None:
+    import threading
+
+    group = stack.queue_group()
+    decided = threading.Event()
+    release = threading.Event()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        group.lazy_push(JobSpecification("noop", {"path": environ["PATH_INFO"]}))
+        if environ["PATH_INFO"] == "/slow":
+            decided.set()
+            release.wait(10)
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    wrapped = group.wsgi_middleware(app)
+
+    def serve(path: str) -> None:
+        response = wrapped({"PATH_INFO": path}, lambda *a: None)
+        b"".join(response)
+        response.close()  # type: ignore[attr-defined]
+
+    slow = threading.Thread(target=serve, args=("/slow",))
+    slow.start()
+    assert decided.wait(10)
+    serve("/fast")
+    assert [b["params"]["path"] for b in bodies(stack, "noop")] == ["/fast"]
+    release.set()
+    slow.join(10)
+    assert [b["params"]["path"] for b in bodies(stack, "noop")] == ["/slow"]  # (bodies() took /fast already)
