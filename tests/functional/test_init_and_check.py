@@ -151,3 +151,21 @@ def test_the_runner_ships_the_job_package_without_dotfiles_or_links(app: Path, t
     out = tmp_path / "artifacts"
     assert build_runner(load_declaration(app / "infra" / "jobs.toml"), out) == ["jobs"]
     assert files_under(out) == {"jobs/__init__.py", "jobs/welcome_email.py", "jobs/templates/welcome.txt"}
+
+
+def test_job_requirements_leave_out_what_the_runtime_and_the_layer_provide(app: Path, tmp_path: Path) -> None:
+    from jobkit.sam.layer import BuildError
+
+    assert jobkit("init").exit_code == 0
+    declaration = app / "infra" / "jobs.toml"
+    declaration.write_text(declaration.read_text().replace("# requirements = ", "requirements = "))
+    requirements = app / "infra" / "jobs-requirements.txt"
+    requirements.write_text("requests==2.32.3\n")  # needs urllib3, which the runtime has (with botocore)
+    out = tmp_path / "artifacts"
+    build_runner(load_declaration(declaration), out)
+    shipped = {p.name for p in out.iterdir()}
+    assert {"jobs", "requests", "idna", "certifi"} <= shipped
+    assert not shipped & {"urllib3", "botocore", "boto3", "aws_lambda_powertools", "jobkit"}
+    requirements.write_text("aws-lambda-powertools==3.0.0\n")  # the layer carries the installed version
+    with pytest.raises(BuildError, match="the jobkit layer carries"):
+        build_runner(load_declaration(declaration), tmp_path / "again")

@@ -95,18 +95,49 @@ def _left_out(directory: str, names: list[str]) -> set[str]:
 
 
 def _install_requirements(declaration: Declaration, artifacts_dir: Path) -> None:
+    """Resolve the requirements for the Lambda runtime, then install what neither the
+    runtime nor the layer provides. A package the layer carries must resolve to the
+    layer's version: a second copy in the function would shadow the layer's."""
+    from packaging.utils import canonicalize_name
+
+    from jobkit.sam.layer import RUNTIME_PROVIDED, runtime_requirements
+
     path = declaration.requirements
     assert path is not None
     if not path.is_file():
         raise ConfigError(declaration.source, "jobkit.requirements", f"{path} does not exist")
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        name = line.split("#")[0].strip().split(";")[0]
-        for stop in "[=<>!~ ":
-            name = name.split(stop)[0]
-        if name.lower().replace("_", "-") in {DISTRIBUTION, "jobkit", "boto3", "botocore"}:
-            raise BuildError(
-                f"{path}:{number}: {name} is provided by the jobkit layer and the Lambda runtime; a second copy "
-                "in the function would shadow theirs: remove the line"
-            )
-    if any(line.split("#")[0].strip() for line in path.read_text().splitlines()):
-        pip_install(artifacts_dir, ["-r", str(path)])
+    if not any(line.split("#")[0].strip() for line in path.read_text().splitlines()):
+        return
+    layer = dict(pin.split("==", 1) for pin in runtime_requirements())
+    install = []
+    for name, version in _resolve(path):
+        key = canonicalize_name(name)
+        if key in RUNTIME_PROVIDED:
+            continue  # the Lambda runtime's copy is used
+        if key in {DISTRIBUTION, "jobkit"}:
+            raise BuildError(f"{path}: {name} is in the jobkit layer; remove it from the requirements")
+        if key in layer:
+            if layer[key] != version:
+                raise BuildError(
+                    f"{path}: resolves {name} {version}, but the jobkit layer carries {layer[key]}, which the "
+                    f"function would then shadow: allow {name}=={layer[key]}"
+                )
+            continue
+        install.append(f"{name}=={version}")
+    if install:
+        pip_install(artifacts_dir, ["--no-deps", *install])
+
+
+def _resolve(path: Path) -> list[tuple[str, str]]:
+    """(name, version) of everything pip would install from a requirements file, for the runtime."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="jobkit-resolve-") as scratch:
+        report = Path(scratch) / "report.json"
+        pip_install(
+            Path(scratch) / "target",
+            ["--dry-run", "--ignore-installed", "--report", str(report), "-r", str(path)],
+        )
+        installs = json.loads(report.read_text()).get("install", [])
+    return [(item["metadata"]["name"], item["metadata"]["version"]) for item in installs]
