@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 
 from app_project import Timings, app_environment, build_wheel, checked, make_venv, prepare
+from process_lines import Lines
 
 pytestmark = pytest.mark.e2e
 
@@ -102,9 +100,10 @@ def test_local_up_runs_a_job_pushed_from_another_process(app: tuple[Path, Path],
         text=True,
         start_new_session=True,
     )
-    lines = _Lines(server)
+    lines = Lines(server)
     try:
-        banner = lines.until(re.compile(r"running jobs"), timeout=60)
+        lines.wait_for("running jobs", timeout=60)
+        banner = "".join(lines.seen)
         exports = dict(re.findall(r"(AWS_[A-Z_]+|JOBKIT_CONFIG)=(\S+)", banner))
         assert exports["AWS_ENDPOINT_URL"] == f"http://127.0.0.1:{port}"
         timings.steps.append(("jobkit local up (until ready)", time.perf_counter() - start))
@@ -114,8 +113,8 @@ def test_local_up_runs_a_job_pushed_from_another_process(app: tuple[Path, Path],
         )
         pushed = checked(subprocess.run([str(bin_dir / "python"), "-c", push], cwd="/", env={**env, **exports}, **TEXT))
         job_id = pushed.stdout.strip()
-        ran = lines.until(re.compile(rf"succeeded welcomeEmail {re.escape(job_id)}"), timeout=30)
-        assert "Traceback" not in ran
+        lines.wait_for(f"succeeded welcomeEmail {job_id}", timeout=30)
+        assert "Traceback" not in "".join(lines.seen)
     finally:
         os.killpg(server.pid, signal.SIGINT)
         try:
@@ -159,33 +158,3 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-class _Lines:
-    """A process's output lines, read on a thread (select() cannot see what a text stream has buffered)."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        assert process.stdout is not None
-        stream = process.stdout
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def until(self, pattern: re.Pattern[str], *, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            self.seen.append(line)
-            if pattern.search(line):
-                return "".join(self.seen)
-        raise AssertionError(f"no line matching {pattern.pattern!r} within {timeout} s; output:\n{''.join(self.seen)}")

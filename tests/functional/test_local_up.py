@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import socket
@@ -25,9 +24,10 @@ import pytest
 from jobkit.config import Declaration
 from jobkit.errors import JobKitError
 from jobkit.local.serve import serve
-from jobkit.local.stack import PortInUse
+from jobkit.local.server import PortInUse
 
 from conftest import ROOT
+from process_lines import Lines
 
 PUSH = """
 from jobkit import JobSpecification, queue_group
@@ -50,41 +50,6 @@ JOBKIT_LINE = re.compile(
 )
 #: What a web server's request log line looks like (werkzeug's: 127.0.0.1 - - [date] "POST / HTTP/1.1" 200 -).
 REQUEST_LOG = re.compile(r'HTTP/\d\.\d"|\[\d{2}/\w{3}/\d{4}|\b(GET|POST) /')
-
-
-class Lines:
-    """A subprocess's stdout, line by line, with a timeout (no test hangs)."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        assert process.stdout is not None
-        stdout = process.stdout
-
-        def read() -> None:
-            for line in stdout:
-                self._lines.put(line)
-            self._lines.put(None)  # the end of the output
-
-        threading.Thread(target=read, daemon=True).start()
-
-    def wait_for(self, text: str, timeout: float = 60) -> str:
-        while True:
-            try:
-                line = self._lines.get(timeout=timeout)
-            except queue.Empty:
-                raise AssertionError(f"no line with {text!r} in time; saw: {self.seen}") from None
-            if line is None:
-                raise AssertionError(f"no line with {text!r} before the output ended; saw: {self.seen}")
-            self.seen.append(line)
-            if text in line:
-                return line
-
-    def rest(self, timeout: float = 30) -> list[str]:
-        """Every line seen, once the output has ended."""
-        while (line := self._lines.get(timeout=timeout)) is not None:
-            self.seen.append(line)
-        return self.seen
 
 
 def assert_only_jobkit_lines(lines: list[str]) -> None:

@@ -259,3 +259,18 @@ def emf_metric_data(document: dict[str, Any], at: float) -> Iterator[tuple[str, 
 
 def _datetime(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
+
+
+class Tee:
+    """Hands each record result to several metrics sinks."""
+
+    def __init__(self, *sinks: Any) -> None:
+        self._sinks = sinks
+
+    def record(self, result: Any) -> None:
+        for sink in self._sinks:
+            sink.record(result)
+
+    def flush(self) -> None:
+        for sink in self._sinks:
+            sink.flush()

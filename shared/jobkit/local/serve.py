@@ -9,7 +9,7 @@ What SQS and the runners measure goes into the emulated CloudWatch every few
 seconds, as on AWS, so ``jobkit top`` and ``jobkit queues`` pointed at the
 same endpoint show rates, pickup delays and the oldest message's age.
 
-A port in use is a :class:`~jobkit.local.stack.PortInUse` (a
+A port in use is a :class:`~jobkit.local.server.PortInUse` (a
 :class:`~jobkit.errors.JobKitError`) before anything is printed.
 """
 
@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobkit.config import Declaration
-from jobkit.local.stack import LocalStack, PortInUse
+from jobkit.local.server import PortInUse
+from jobkit.local.stack import LocalStack
 from jobkit.outcome import RecordResult
 
 IDLE_POLL_S = 0.1

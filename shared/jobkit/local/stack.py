@@ -13,7 +13,8 @@ its own :class:`~jobkit.runner.Runner` (its own "container") fed by an
 :meth:`LocalStack.drain` skips idle waits (backoffs, delays) instead of sleeping.
 
 With ``server=True`` the AWS API is served on a loopback port, quietly (no
-line per request); a port that is taken is a :class:`PortInUse` at once. With
+line per request); a port that is taken is a
+:class:`~jobkit.local.server.PortInUse` at once. With
 ``publish_metrics=True`` what SQS and the runners measure goes into the
 emulated CloudWatch as on AWS (:class:`~jobkit.local.results.MetricsPublisher`),
 for ``jobkit top`` and ``jobkit queues``.
@@ -22,11 +23,8 @@ for ``jobkit top`` and ``jobkit queues``.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
-import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,7 +33,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
 from jobkit.dedup import DedupStore
-from jobkit.errors import JobKitError
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.fleet import Fleet
 from jobkit.local.moto_time import (
@@ -50,7 +47,8 @@ from jobkit.local.moto_time import (
     serial_dynamodb,
 )
 from jobkit.local.provision import provision_queues, provision_table
-from jobkit.local.results import MetricsPublisher, ResultLog
+from jobkit.local.results import MetricsPublisher, ResultLog, Tee
+from jobkit.local.server import serving_aws
 from jobkit.push import JobQueueGroup
 from jobkit.registry import JobRegistry
 from jobkit.runner import Runner
@@ -59,25 +57,11 @@ from jobkit.wiring import AwsClients, Wiring
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef
-    from werkzeug.serving import BaseWSGIServer
 
     from jobkit.records.store import Records
 
 ACCOUNT_ID = "123456789012"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_session_token": "testing"}
-
-
-class LocalStackError(JobKitError):
-    """The local stack cannot start."""
-
-
-class PortInUse(LocalStackError):
-    """Another process listens on the port the local stack was to serve on."""
-
-    def __init__(self, host: str, port: int, remedy: str = "stop the other process or choose another port") -> None:
-        self.host = host
-        self.port = port
-        super().__init__(f"port {port} on {host} is in use: {remedy}")
 
 
 class LocalStack:
@@ -89,7 +73,7 @@ class LocalStack:
         server: serve the AWS API on a loopback port (for other processes), instead
             of in-process only. Requests are not logged.
         port: the port for ``server=True``; 0 picks a free one. A port in use
-            raises :class:`PortInUse`.
+            raises :class:`~jobkit.local.server.PortInUse`.
         region: the emulated region.
         seed: seeds backoff jitter, for repeatable runs.
         emf_stream: if given, runners also write their EMF metrics documents here.
@@ -187,12 +171,7 @@ class LocalStack:
         if isinstance(self.clock, VirtualClock):
             self._exit.enter_context(moto_on_clock(self.clock))
         if self._server_wanted:
-            server = _quiet_server(self._host, self._port)
-            thread = threading.Thread(target=server.serve_forever, name="jobkit-local-aws", daemon=True)
-            thread.start()
-            self._exit.callback(_stop_server, server, thread)
-            host, port = server.server_address[:2]
-            self.endpoint_url = f"http://{_url_host(str(host))}:{port}"
+            self.endpoint_url = self._exit.enter_context(serving_aws(self._host, self._port))
         else:
             from moto import mock_aws
 
@@ -271,7 +250,7 @@ class LocalStack:
                 region=self.region,
             )
             sinks.append(self.metrics_publisher)
-        metrics = _Tee(*sinks)
+        metrics = Tee(*sinks)
 
         for queue, config in self.declaration.queues.items():
             # Each runner knows only its queue's types and those they push, as deployed.
@@ -418,64 +397,6 @@ class LocalStack:
 
 def _no_sleep(_: float) -> None:
     """Push's wait between tries: the emulated AWS does not need one."""
-
-
-class _Tee:
-    """Hands each record result to several metrics sinks."""
-
-    def __init__(self, *sinks: Any) -> None:
-        self._sinks = sinks
-
-    def record(self, result: Any) -> None:
-        for sink in self._sinks:
-            sink.record(result)
-
-    def flush(self) -> None:
-        for sink in self._sinks:
-            sink.flush()
-
-
-def _quiet_server(host: str, port: int) -> BaseWSGIServer:
-    """moto's AWS API on a threaded werkzeug server that logs no line per
-    request (errors still are). The socket is bound here first, so that a
-    port in use is an error at once: werkzeug, binding in the server's
-    thread, would print its own message and end only that thread."""
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-    from werkzeug.serving import make_server, select_address_family
-
-    class QuietHandler(MotoRequestHandler):
-        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            """Not a line per request: the local stack prints a line per job instead."""
-
-    family = select_address_family(host, port)
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug: a port in TIME_WAIT is free
-        listener.bind((host, port))
-        listener.listen(128)
-    except OSError as exc:
-        listener.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise PortInUse(host, port) from None
-        raise LocalStackError(f"cannot serve on {host} port {port}: {exc.strerror or exc}") from None
-    except BaseException:
-        listener.close()
-        raise
-    try:
-        app = DomainDispatcherApplication(create_backend_app)
-        # werkzeug serves on a duplicate of the listening socket's descriptor.
-        return make_server(host, port, app, threaded=True, request_handler=QuietHandler, fd=listener.fileno())
-    finally:
-        listener.close()
-
-
-def _stop_server(server: BaseWSGIServer, thread: threading.Thread) -> None:
-    server.shutdown()
-    thread.join()
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def _remove_from_path(path: str) -> None:

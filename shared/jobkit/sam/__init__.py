@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from jobkit.resources import ARCHITECTURE, RUNTIME
 
-#: pip's platform tag for each Lambda architecture.
-PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
+#: The machine (``platform_machine``) of each Lambda architecture, and pip's platform tag for it.
+MACHINES = {"arm64": "aarch64", "x86_64": "x86_64"}
+PLATFORMS = {architecture: f"manylinux2014_{machine}" for architecture, machine in MACHINES.items()}
 
 
 def pip_target_flags(architecture: str = ARCHITECTURE, runtime: str = RUNTIME) -> list[str]:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from jobkit.errors import JobKitError
 from jobkit.extras import DISTRIBUTION, require
-from jobkit.resources import RUNTIME
-from jobkit.sam import pip_target_flags
+from jobkit.resources import ARCHITECTURE, RUNTIME
+from jobkit.sam import MACHINES, pip_target_flags
 
 #: Distributions the Lambda Python runtime provides (boto3 and its dependencies).
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "jmespath", "s3transfer", "python-dateutil", "six", "urllib3"})
@@ -50,7 +50,7 @@ def build_layer(artifacts_dir: Path) -> list[str]:
     import jobkit
 
     try:
-        importlib.metadata.distribution(DISTRIBUTION)
+        dist = importlib.metadata.distribution(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         raise BuildError(
             f"jobkit is imported from {Path(jobkit.__file__).parent}, but {DISTRIBUTION} is not installed: "
@@ -62,7 +62,7 @@ def build_layer(artifacts_dir: Path) -> list[str]:
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(Path(jobkit.__file__).parent, target, ignore=IGNORED)
-    _write_metadata(python_dir, jobkit.__version__)
+    _write_metadata(python_dir, dist, jobkit.__version__)
     pins = runtime_requirements()
     if pins:
         pip_install(python_dir, ["--no-deps", *pins])
@@ -133,8 +133,6 @@ def pip_install(target: Path, arguments: list[str]) -> None:
 
 def _target_environment() -> dict[str, str]:
     """Environment markers as the Lambda runtime evaluates them."""
-    from jobkit.resources import ARCHITECTURE
-
     version = RUNTIME.removeprefix("python")
     return {
         "python_version": version,
@@ -144,13 +142,12 @@ def _target_environment() -> dict[str, str]:
         "os_name": "posix",
         "sys_platform": "linux",
         "platform_system": "Linux",
-        "platform_machine": "aarch64" if ARCHITECTURE == "arm64" else "x86_64",
+        "platform_machine": MACHINES[ARCHITECTURE],
     }
 
 
-def _write_metadata(python_dir: Path, version: str) -> None:
+def _write_metadata(python_dir: Path, dist: importlib.metadata.Distribution, version: str) -> None:
     """The distribution's metadata, so ``importlib.metadata.version("jobkit-aws")`` works in Lambda."""
-    dist = importlib.metadata.distribution(DISTRIBUTION)
     metadata = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     for old in python_dir.glob("jobkit_aws-*.dist-info"):
         shutil.rmtree(old)
