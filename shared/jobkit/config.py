@@ -61,6 +61,7 @@ class JobType:
     deliver_once: bool = False
     track_status: bool = False
     pushes: tuple[str, ...] = ()
+    log_level: str = "INFO"  # the least severe of the runner's lines about this type's jobs that are written
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +256,11 @@ _TYPE_KEYS = {
     "deliver_once",
     "track_status",
     "pushes",
+    "log_level",
 }
+
+#: The levels a type's ``log_level`` may name.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def _job_type(source: str, name: str, spec: Mapping[str, Any]) -> JobType:
@@ -296,6 +301,7 @@ def _job_type(source: str, name: str, spec: Mapping[str, Any]) -> JobType:
         deliver_once=get("deliver_once", False, _is_bool, "must be true or false"),
         track_status=get("track_status", False, _is_bool, "must be true or false"),
         pushes=tuple(get("pushes", [], _str_list, "must be a list of job type names")),
+        log_level=get("log_level", "INFO", _is_log_level, "must be one of " + ", ".join(LOG_LEVELS)).upper(),
     )
 
 
@@ -349,6 +355,10 @@ def _num_in(low: float, high: float) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and low <= v <= high
 
 
+def _is_log_level(value: Any) -> bool:
+    return isinstance(value, str) and value.upper() in LOG_LEVELS
+
+
 def _is_bool(value: Any) -> bool:
     return isinstance(value, bool)
 
@@ -388,5 +398,6 @@ def declaration_to_dict(declaration: Declaration, *, only_types: set[str] | None
             "deliver_once": job_type.deliver_once,
             "track_status": job_type.track_status,
             "pushes": [t for t in job_type.pushes if only_types is None or t in only_types],
+            "log_level": job_type.log_level,
         }
     return {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}

@@ -35,6 +35,13 @@ The semantics (docs/deduplication.md):
   duplicates), and claims taken by a job that turns out superseded are released.
 - **Fail-open.** If the backend is unreachable or throttled, the job runs; the
   admission says so, and the runner logs and counts it.
+- **A batch at once.** :meth:`DedupStore.admit_batch` sends the claims of a
+  batch's jobs together, so they take one round trip, not one each; a job that
+  shares a claim key with an earlier job of the batch is admitted on its own
+  turn instead, after that job's claims are settled, exactly as if the batch
+  were admitted one job at a time. :meth:`DedupStore.settle_in_background`
+  settles an attempt's claims while the next job runs; a later claim on the
+  same key waits for it.
 """
 
 from __future__ import annotations
@@ -43,12 +50,14 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.errors import SpecError
+from jobkit.parallel import Parallel
 from jobkit.records import (
     DEFERRAL_RECORD_TTL_S,
     DELIVERY_RECORD_TTL_S,
@@ -66,6 +75,8 @@ from jobkit.records.keys import JobRef
 from jobkit.spec import MAX_CLOCK_SKEW_S, JobSpecification
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)
@@ -91,6 +102,20 @@ class Candidate:
     deliver_once: bool
     lease_until: float
 
+    @property
+    def claim_keys(self) -> tuple[tuple[str | None, ...], ...]:
+        """The records this job's admission may write: two jobs that share one
+        must be admitted one after the other."""
+        spec = self.spec
+        keys: list[tuple[str | None, ...]] = []
+        if self.deliver_once:
+            keys.append(("delivery", spec.type, spec.domain, spec.id))
+        if self.ignore_duplicates and self.dedup_hash is not None:
+            keys.append(("duplicate", spec.type, self.dedup_hash))
+        if spec.has_root_job_params():
+            keys.append(("root", spec.type, spec.domain, spec.root_job_signature))
+        return tuple(keys)
+
 
 @dataclass
 class Admission:
@@ -104,6 +129,16 @@ class Admission:
     duplicate_key: str | None = None  # set when this attempt holds a duplicate claim
     delivery: JobRef | None = None  # set when this attempt holds a delivery claim
     _owner: str | None = field(default=None, repr=False)
+
+    @property
+    def claim_keys(self) -> tuple[tuple[str | None, ...], ...]:
+        """The claims this attempt holds (the keys of :attr:`Candidate.claim_keys`)."""
+        keys: list[tuple[str | None, ...]] = []
+        if self.delivery is not None:
+            keys.append(("delivery", self.delivery.job_type, self.delivery.domain, self.delivery.job_id))
+        if self.duplicate_key is not None:
+            keys.append(("duplicate", self.job_type, self.duplicate_key))
+        return tuple(keys)
 
     @property
     def owner(self) -> str:
@@ -128,6 +163,8 @@ class DedupStore:
             correctness.
         root_cache_size: roots remembered per container.
         max_defer_s: the longest a twin waits before it looks again.
+        parallel: the threads that send a batch's claims together and settle in
+            the background (default: a pool of its own, made on first use).
     """
 
     def __init__(
@@ -138,6 +175,7 @@ class DedupStore:
         root_cache_ttl_s: float = 15.0,
         root_cache_size: int = 10_000,
         max_defer_s: int = 10,
+        parallel: Parallel | None = None,
     ) -> None:
         self.backend = backend
         self._clock = clock or SystemClock()
@@ -146,6 +184,8 @@ class DedupStore:
         self._max_defer_s = max_defer_s
         self._roots: OrderedDict[tuple[str, str | None, str], tuple[float, float]] = OrderedDict()
         self._lock = threading.Lock()
+        self._parallel = parallel or Parallel()
+        self._settling: dict[tuple[str | None, ...], Future[bool]] = {}
 
     # -- roots --------------------------------------------------------------------
 
@@ -198,8 +238,34 @@ class DedupStore:
 
     # -- admission ------------------------------------------------------------------
 
+    def admit_batch(self, candidates: Sequence[Candidate]) -> list[Admission | None]:
+        """Admit a batch's jobs at once: their claims go out together.
+
+        A job that shares a claim key (:attr:`Candidate.claim_keys`) with an
+        earlier job of the batch gets ``None``: admit it with :meth:`admit` on
+        its turn, once the earlier one has run, as a batch admitted one job at
+        a time would. Never raises for store errors: it fails open.
+        """
+        answers: list[Admission | None] = [None] * len(candidates)
+        seen: set[tuple[str | None, ...]] = set()
+        leads: list[int] = []
+        for index, candidate in enumerate(candidates):
+            keys = candidate.claim_keys
+            if not keys:
+                answers[index] = self.admit(candidate)  # nothing to claim: no request
+            elif seen.isdisjoint(keys):
+                seen.update(keys)
+                leads.append(index)
+        admissions = self._parallel.map(self.admit, [candidates[index] for index in leads])
+        for index, admission in zip(leads, admissions, strict=True):
+            answers[index] = admission
+        return answers
+
     def admit(self, candidate: Candidate) -> Admission:
         """Decide whether a job runs now. Never raises for store errors: it fails open.
+
+        A claim of this process that is still being settled in the background
+        on one of the job's keys is waited for first.
 
         The order matters. A root job that is a duplicate of a run that already
         pushed its leaves must not advance the root first: its newer timestamp
@@ -209,6 +275,7 @@ class DedupStore:
         """
         spec = candidate.spec
         admission = Admission(Verdict.RUN, job_type=spec.type)
+        self._wait_for_settles(candidate.claim_keys)
         try:
             root_confirmed = False
             if spec.has_root_job_params():
@@ -308,6 +375,30 @@ class DedupStore:
             log.warning("dedup store unavailable while releasing claims; they lapse with their leases: %s", exc)
             return False
         return True
+
+    def settle_in_background(self, admission: Admission, *, succeeded: bool, started_at: float) -> Future[bool]:
+        """:meth:`finish`, in the background: the runner goes on with the next job
+        while the request is out. A later :meth:`admit` of a job with one of
+        these claim keys waits for it."""
+        future = self._parallel.submit(self.finish, admission, succeeded=succeeded, started_at=started_at)
+        keys = admission.claim_keys
+        with self._lock:
+            for key in keys:
+                self._settling[key] = future
+        future.add_done_callback(lambda done: self._forget_settle(keys, done))
+        return future
+
+    def _forget_settle(self, keys: tuple[tuple[str | None, ...], ...], done: Future[bool]) -> None:
+        with self._lock:
+            for key in keys:
+                if self._settling.get(key) is done:
+                    del self._settling[key]
+
+    def _wait_for_settles(self, keys: tuple[tuple[str | None, ...], ...]) -> None:
+        with self._lock:
+            pending = {self._settling[key] for key in keys if key in self._settling}
+        for future in pending:
+            future.exception()  # waits; what it raised is the settler's to report
 
     def _settle_delivery_claim(self, admission: Admission, *, succeeded: bool) -> None:
         if admission.delivery is not None:

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Mapping
 
 from jobkit.errors import ConfigError
+from jobkit.log_level import install as install_log_levels
 from jobkit.runner import Runner
 from jobkit.wiring import Wiring
 
@@ -41,4 +42,7 @@ def runner_from_environment(environ: Mapping[str, str]) -> Runner:
     # JSON handler, so their records carry job_id, job_type and domain as keys.
     logging.getLogger("jobkit")
     copy_config_to_registered_loggers(source_logger=logger, include={"jobkit"})
+    # A type's log_level quiets its lines, jobkit's and (via the root logger) its job code's.
+    levels = {name: job_type.log_level for name, job_type in declaration.types.items()}
+    install_log_levels(levels, [*logging.getLogger("jobkit").handlers, *logging.getLogger().handlers])
     return wiring.runner(queue, metrics=EmfMetrics(declaration.namespace))

@@ -70,7 +70,8 @@ class EmfMetrics:
         for metric, attribute in _TIMINGS.items():
             value = getattr(result, attribute)
             if value is not None:
-                self._timings[result.job_type][metric].append(value)
+                # to the hundredth of a millisecond: more digits cost log bytes, not insight
+                self._timings[result.job_type][metric].append(round(value, 2))
 
     def flush(self) -> None:
         """Write what was recorded, and forget it first: a write that fails

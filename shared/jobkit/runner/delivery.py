@@ -58,6 +58,9 @@ class Delivery:
         context: the Lambda context of the invocation, if any.
         status: the job's status tracker (the status stage attaches one).
         job: the job instance, once the stage that builds it has.
+        dedup_unavailable: the records store failed this delivery, and the job ran
+            anyway (fail-open); a stage that learns it after the result was
+            made (a settle in the background) sets it by the end of the batch.
     """
 
     record: Mapping[str, Any]
@@ -69,6 +72,7 @@ class Delivery:
     context: LambdaContext | None = None
     status: StatusTracker = field(default=NO_STATUS)
     job: Job | None = None
+    dedup_unavailable: bool = False
     _notes: dict[object, Any] = field(default_factory=dict, repr=False)
 
     def note(self, owner: object, value: Any) -> None:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, JobType
 from jobkit.dedup import DedupStore
 from jobkit.errors import JobClassError, JobFailed, SpecError, UnknownJobType
+from jobkit.log_level import running
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.registry import JobRegistry
 from jobkit.runner.attempts import Attempts
@@ -36,7 +38,7 @@ from jobkit.runner.delivery import (
     receive_count,
 )
 from jobkit.runner.failures import Failures, is_permanent
-from jobkit.runner.stage import JOB_ERRORS, Run, Stage, hooks
+from jobkit.runner.stage import JOB_ERRORS, LATER, Run, Stage, hooks
 from jobkit.runner.stages import StageKit, standard_stages
 from jobkit.spec import JobSpecification
 
@@ -103,32 +105,87 @@ class Runner:
         self._hooks = _Hooks(self.stages)  # each batch: a test or an app may have changed the stages
         for hook in self._hooks.begin_batch:
             self._call(hook)
+        entries = [self._take_safely(record, context) for record in (records if isinstance(records, list) else [])]
+        self._admit(entries)
         # A job's own exits (sys.exit) are failed attempts; what still escapes
         # (KeyboardInterrupt, a crash) ends the invocation unreported, as death would
-        results = [self._handle_safely(record, context) for record in (records if isinstance(records, list) else [])]
+        results = [self._finish_safely(entry) for entry in entries]
         for hook in self._hooks.end_batch:
             self._call(hook)
         return results
 
     # -- one record ------------------------------------------------------------------
 
-    def _handle_safely(self, record: Any, context: LambdaContext | None) -> RecordResult:
-        delivery: Delivery | None = None
+    def _take_safely(self, record: Any, context: LambdaContext | None) -> _Entry:
+        entry = _Entry(record)
         try:
             if not isinstance(record, Mapping):
                 raise TypeError(f"an SQS event record is an object, got {type(record).__name__}")
             taken = self._take(record, context)
             if isinstance(taken, RecordResult):
-                result = taken
+                entry.result = taken
             else:
-                delivery = taken
-                result = self._admit_and_run(delivery)
+                entry.delivery = taken
         except Exception as exc:  # a bug in jobkit itself, or a hand-made record: never crash the batch
-            log.exception("internal error handling message %s", message_id_of(record))
-            result = self._failures.internal_error(record, exc)
+            entry.result = self._internal_error(record, exc)
+        return entry
+
+    def _admit(self, entries: list[_Entry]) -> None:
+        """Admit the batch's deliveries, stage after stage (see :mod:`jobkit.runner.stage`)."""
+        for position, stage in enumerate(self._hooks.admitters):
+            waiting = [e for e in entries if e.delivery is not None and e.result is None and e.resume_at is None]
+            if not waiting:
+                return
+            if not _overrides(stage, "admit_batch"):
+                for entry in waiting:
+                    assert entry.delivery is not None
+                    try:
+                        entry.result = stage.admit(entry.delivery)
+                    except Exception as exc:
+                        entry.result = self._internal_error(entry.record, exc)
+                continue
+            try:
+                answers = list(stage.admit_batch([e.delivery for e in waiting if e.delivery is not None]))
+                if len(answers) != len(waiting):
+                    raise RuntimeError(f"{type(stage).__name__} admitted {len(answers)} of {len(waiting)} deliveries")
+            except Exception as exc:
+                for entry in waiting:
+                    entry.result = self._internal_error(entry.record, exc)
+                continue
+            for entry, answer in zip(waiting, answers, strict=True):
+                if answer is LATER:
+                    entry.resume_at = position
+                elif answer is not None:
+                    entry.result = answer
+
+    def _finish_safely(self, entry: _Entry) -> RecordResult:
+        """Run an admitted job (admitting it first if a stage left it for its
+        turn), then settle the record, whatever ended it."""
+        result, delivery = entry.result, entry.delivery
+        if result is None and delivery is not None:
+            try:
+                if entry.resume_at is not None:
+                    result = self._admit_on_turn(delivery, entry.resume_at)
+                if result is None:
+                    result = self._run(delivery)
+            except Exception as exc:
+                result = self._internal_error(entry.record, exc)
+        assert result is not None, "every record was taken, admitted or run"
         for hook in self._hooks.settle:
             self._call(hook, delivery, result)
         return result
+
+    def _admit_on_turn(self, delivery: Delivery, position: int) -> RecordResult | None:
+        for stage in self._hooks.admitters[position:]:
+            result = stage.admit(delivery)
+            if result is not None:
+                return result
+        return None
+
+    def _internal_error(self, record: Any, exc: Exception) -> RecordResult:
+        """A bug in jobkit itself, or a hand-made record: never crash the batch."""
+        log.exception("internal error handling message %s", message_id_of(record))
+        return self._failures.internal_error(record, exc)
 
     def _take(self, record: Mapping[str, Any], context: LambdaContext | None) -> Delivery | RecordResult:
         """The record as a delivery of a job this runner serves, or poison."""
@@ -161,13 +218,6 @@ class Runner:
             raise UnknownJobType(name, problem)
         return self.declaration.types[name]
 
-    def _admit_and_run(self, delivery: Delivery) -> RecordResult:
-        for admit in self._hooks.admit:
-            result: RecordResult | None = admit(delivery)
-            if result is not None:
-                return result
-        return self._run(delivery)
-
     # -- running ----------------------------------------------------------------------------
 
     def _run(self, delivery: Delivery) -> RecordResult:
@@ -177,20 +227,22 @@ class Runner:
         try:
             for hook in self._hooks.start:
                 self._call(hook, delivery, run)
-            log.info("running %s %s, attempt %d", spec.type, spec.id, delivery.attempt, extra=delivery.keys)
-            log.debug("job params", extra={**delivery.keys, "params": spec.params})
-            try:
-                run.succeeded = job.run() is not False
-            except JOB_ERRORS as exc:
-                run.error = exc
-            finally:
+            # No line when a job starts: if the invocation times out, the deadline
+            # watchdog names the job it was running (one INFO line per job, not two).
+            log.debug("job params", extra={**delivery.keys, "attempt": delivery.attempt, "params": spec.params})
+            with running(delivery.job_type.log_level):
                 try:
-                    job.tear_down(run.succeeded)
-                except JOB_ERRORS:
-                    log.exception("tear_down failed; the attempt's outcome stands", extra=delivery.keys)
+                    run.succeeded = job.run() is not False
+                except JOB_ERRORS as exc:
+                    run.error = exc
+                finally:
+                    try:
+                        job.tear_down(run.succeeded)
+                    except JOB_ERRORS:
+                        log.exception("tear_down failed; the attempt's outcome stands", extra=delivery.keys)
         finally:
             run.done()
-        run.finished_at = self._clock.now()
+        run.finished_at = finished_at = self._clock.now()
         for hook in self._hooks.finish:
             self._call(hook, delivery, run)
         fields = {
@@ -201,13 +253,12 @@ class Runner:
                 if spec.root_job_timestamp is not None
                 else None
             ),
-            "run_time_ms": (run.finished_at - run.started_at) * 1000,
-            "dedup_unavailable": run.dedup_unavailable,
+            "run_time_ms": (finished_at - run.started_at) * 1000,
+            "dedup_unavailable": delivery.dedup_unavailable,
         }
         if run.succeeded:
-            log.info(
-                "%s %s succeeded", spec.type, spec.id, extra={**delivery.keys, "run_time_ms": fields["run_time_ms"]}
-            )
+            run_time_ms = round((finished_at - run.started_at) * 1000, 2)
+            log.info("%s %s succeeded", spec.type, spec.id, extra={**delivery.keys, "run_time_ms": run_time_ms})
             return delivery.result(Outcome.SUCCEEDED, **fields)
         error = run.error or JobFailed(f"{type(job).__name__}.run() returned False")
         return self._failures.fail(delivery, error, job, permanent=is_permanent(job, error), fields=fields)
@@ -227,8 +278,22 @@ class _Hooks:
 
     def __init__(self, stages: list[Stage]) -> None:
         self.begin_batch = hooks(stages, "begin_batch")
-        self.admit = hooks(stages, "admit")
+        self.admitters = [s for s in stages if _overrides(s, "admit") or _overrides(s, "admit_batch")]
         self.start = hooks(stages, "start")
         self.finish = hooks(stages, "finish", reverse=True)
         self.settle = hooks(stages, "settle", reverse=True)
-        self.end_batch = hooks(stages, "end_batch")
+        self.end_batch = hooks(stages, "end_batch", reverse=True)
+
+
+def _overrides(stage: Stage, hook: str) -> bool:
+    return getattr(type(stage), hook) is not getattr(Stage, hook)
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One record of the batch on its way through the runner."""
+
+    record: Any
+    delivery: Delivery | None = None
+    result: RecordResult | None = None
+    resume_at: int | None = None  # the admitter that left it for its turn (LATER)

@@ -2,36 +2,49 @@
 
 At the start of each SQS batch the runner calls ``begin_batch()``. Then it
 turns each record into a :class:`~jobkit.runner.delivery.Delivery`
-(or poison), then calls each stage's hooks in the order the stages are
+(or poison), and calls each stage's hooks in the order the stages are
 wired (:func:`jobkit.runner.stages.standard_stages`):
 
-1. ``admit(delivery)``, in stage order, before the job runs. A stage that
-   returns a result ends the record there (a delay hop, a duplicate, a
-   deferral, a dead letter); the stages after it are not admitted.
-2. ``start(delivery, run)``, in stage order, when every stage admitted the job
+1. ``admit_batch(deliveries)``, stage after stage, each with the batch's
+   deliveries that the stages before it let through. It answers per delivery:
+   ``None`` to let it go on, a result that ends the record there (a delay hop,
+   a duplicate, a deferral, a dead letter), or :data:`LATER`. The default asks
+   ``admit(delivery)`` of each; a stage that talks to AWS overrides it to
+   send the batch's requests together.
+2. ``admit(delivery)`` again, just before the job would run, for a delivery a
+   stage answered :data:`LATER`: that stage's ``admit``, then the ``admit`` of
+   each stage after it. So a stage can leave a delivery that depends on an
+   earlier job of the batch (the same claim key) until that job has run.
+3. ``start(delivery, run)``, in stage order, when every stage admitted the job
    and it is about to run.
-3. ``finish(delivery, run)``, in reverse order, when ``run()`` returned or
+4. ``finish(delivery, run)``, in reverse order, when ``run()`` returned or
    raised (``run.error`` holds it: an ``Exception``, or the job's own
    ``SystemExit`` or ``GeneratorExit``, see :data:`JOB_ERRORS`), before the runner decides
    the outcome (retry or dead letter). What must happen however the run
    ends, a stage registers at start with :meth:`Run.when_done`.
-4. ``settle(delivery, result)``, in reverse order, for every record, whatever
-   ended it; ``delivery`` is ``None`` for a message that never became one
-   (poison, or a bug in jobkit). The result carries the exception.
-5. ``end_batch()``, once per SQS batch.
+5. ``settle(delivery, result)``, in reverse order, for every record, in the
+   batch's order, whatever ended it; ``delivery`` is ``None`` for a message that
+   never became one (poison, or a bug in jobkit). The result carries the exception.
+6. ``end_batch()``, once per SQS batch, in reverse order: a stage that
+   finished work in the background waits for it before the stages wired
+   before it (metrics) report the batch.
 
-Every hook is optional. A hook other than ``admit`` that raises is logged and
-skipped: it never fails the job, the batch, or the other stages' hooks.
-Stages keep what they learn about one delivery on the delivery itself
-(:meth:`Delivery.note`), never on ``self``: one runner handles one record at
-a time, but a stage must not rely on it.
+The jobs of a batch run one at a time, in the batch's order: every delivery is
+admitted (steps 1 and 2) before the first job starts, except those left for later.
+
+Every hook is optional. A hook other than ``admit`` and ``admit_batch`` that
+raises is logged and skipped: it never fails the job, the batch, or the other
+stages' hooks. Stages keep what they learn about one delivery on the delivery
+itself (:meth:`Delivery.note`), never on ``self``; what a stage keeps on
+``self`` lasts one batch at most.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from jobkit.outcome import RecordResult
@@ -45,6 +58,14 @@ if TYPE_CHECKING:
 JOB_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit, GeneratorExit)
 
 
+class Later(Enum):
+    LATER = "later"
+
+
+#: ``admit_batch``'s answer for a delivery to be admitted on its own turn (step 2).
+LATER: Final = Later.LATER
+
+
 @dataclass
 class Run:
     """One attempt's run of a job, as the stages see it."""
@@ -53,7 +74,6 @@ class Run:
     finished_at: float | None = None
     succeeded: bool = False
     error: BaseException | None = None  # what run() raised
-    dedup_unavailable: bool = False  # a stage could not settle its records (fail-open)
     _when_done: list[Callable[[], object]] = field(default_factory=list, repr=False)
 
     def when_done(self, callback: Callable[[], object]) -> None:
@@ -71,6 +91,10 @@ class Stage:
 
     def begin_batch(self) -> None:
         """An SQS batch begins (the last one may have died mid-way)."""
+
+    def admit_batch(self, deliveries: Sequence[Delivery]) -> Sequence[RecordResult | Later | None]:
+        """Before the batch's jobs run: per delivery, ``None``, a result, or :data:`LATER`."""
+        return [self.admit(delivery) for delivery in deliveries]
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
         """Before the job runs: ``None`` to let it go on, or the record's result."""

@@ -4,11 +4,18 @@ docs/deduplication.md states: a deliver_once job's delivery claim, an
 ignoreDuplicates job's duplicate claim, then the root record, which only a job
 that will run may advance. A job may be superseded by a newer root job, a
 duplicate of a later successful run, a redelivery of a job that already ran,
-or deferred while its twin runs."""
+or deferred while its twin runs.
+
+A batch's claims go out together (one round trip, not one per job), and each
+job's claims are settled in the background while the next job runs; the batch
+ends when the last settle is back. A job that shares a claim key with an
+earlier job of the batch is admitted on its own turn, after that job settled."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
 from jobkit.dedup import Admission, Candidate, DedupStore, Verdict
@@ -17,7 +24,10 @@ from jobkit.outcome import Outcome, RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.failures import Failures
 from jobkit.runner.requeue import Requeue
-from jobkit.runner.stage import Run, Stage
+from jobkit.runner.stage import LATER, Later, Run, Stage
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +44,36 @@ class Dedup(Stage):
         self._clock = clock
         self._requeue = requeue
         self._failures = failures
+        self._settles: list[tuple[Delivery, Future[bool]]] = []  # this batch's
+
+    def begin_batch(self) -> None:
+        self._settles = []  # a batch that died mid-way: its settles are no one's to wait for
+
+    def admit_batch(self, deliveries: Sequence[Delivery]) -> list[RecordResult | Later | None]:
+        answers: list[RecordResult | Later | None] = []
+        claimable: list[tuple[int, Delivery, Candidate]] = []
+        for delivery in deliveries:
+            candidate = self._candidate(delivery)
+            if isinstance(candidate, Candidate):
+                claimable.append((len(answers), delivery, candidate))
+            answers.append(candidate if isinstance(candidate, RecordResult) else None)
+        admissions = self._store.admit_batch([candidate for _, _, candidate in claimable])
+        for (index, delivery, _), admission in zip(claimable, admissions, strict=True):
+            answers[index] = LATER if admission is None else self._answer(delivery, admission)
+        return answers
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
+        candidate = self._candidate(delivery)
+        if isinstance(candidate, RecordResult):
+            return candidate
+        return self._answer(delivery, self._store.admit(candidate))
+
+    def _candidate(self, delivery: Delivery) -> Candidate | RecordResult:
         job = delivery.job
         assert job is not None, "the job is built before it is de-duplicated"
         try:
             ignore_duplicates = job.ignore_duplicates()
-            candidate = Candidate(
+            return Candidate(
                 spec=delivery.spec,
                 ignore_duplicates=ignore_duplicates,
                 dedup_hash=job.dedup_hash() if ignore_duplicates else None,
@@ -49,9 +82,11 @@ class Dedup(Stage):
             )
         except SpecError as exc:  # params that parsed but cannot be hashed (nested too deeply to serialise)
             return self._failures.poison(delivery.record, exc)
-        admission = self._store.admit(candidate)
+
+    def _answer(self, delivery: Delivery, admission: Admission) -> RecordResult | None:
         delivery.note(self, admission)
         if admission.verdict is Verdict.RUN:
+            delivery.dedup_unavailable = admission.unavailable
             return None
         if admission.verdict is Verdict.DEFER:
             return self._requeue(delivery, admission.defer_s, Outcome.DEFERRED, admission.reason)
@@ -61,8 +96,20 @@ class Dedup(Stage):
 
     def finish(self, delivery: Delivery, run: Run) -> None:
         admission: Admission | None = delivery.noted(self)
-        if admission is None:
+        if admission is None or not admission.claim_keys:
             return
-        settled = self._store.finish(admission, succeeded=run.succeeded, started_at=run.started_at)
-        if admission.unavailable or not settled:
-            run.dedup_unavailable = True
+        settle = self._store.settle_in_background(admission, succeeded=run.succeeded, started_at=run.started_at)
+        self._settles.append((delivery, settle))
+
+    def end_batch(self) -> None:
+        """Wait for the batch's settles; one the store could not write counts as
+        the store being unavailable (its claims lapse with their leases)."""
+        settles, self._settles = self._settles, []
+        for delivery, settle in settles:
+            try:
+                settled = settle.result()
+            except Exception:
+                log.exception("settling the claims of a job failed; they lapse with their leases", extra=delivery.keys)
+                settled = False
+            if not settled:
+                delivery.dedup_unavailable = True

@@ -1,0 +1,65 @@
+"""Per-type log levels: a noisy job type can go quieter.
+
+A type's ``log_level`` (jobs.toml) is the least severe of the runner's lines
+about its jobs that are written. Those lines carry the job's keys
+(``job_type`` among them), so :class:`TypeLevelFilter` knows whose they are
+wherever they are logged from. Lines the job's own code logs while it runs
+carry no keys: the runner marks the run with :func:`running`, and the filter
+applies the running job's level to them too. Lines about no job pass.
+
+A level only quiets: ``INFO`` (the default) and ``DEBUG`` leave every line to
+the function's own ``LOG_LEVEL``.
+
+The runner's Lambda wiring puts the filter on the handlers its lines go to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+
+_running_level: ContextVar[int] = ContextVar("jobkit_running_job_log_level", default=logging.NOTSET)
+
+
+@contextlib.contextmanager
+def running(level: str) -> Iterator[None]:
+    """While a job of a type with this ``log_level`` runs in this thread or task."""
+    token = _running_level.set(threshold(level))
+    try:
+        yield
+    finally:
+        _running_level.reset(token)
+
+
+class TypeLevelFilter(logging.Filter):
+    """Drops a line below the level of the job type it is about.
+
+    Args:
+        levels: each job type's ``log_level`` (``JobType.log_level``).
+    """
+
+    def __init__(self, levels: Mapping[str, str]) -> None:
+        super().__init__()
+        self._levels = {name: threshold(level) for name, level in levels.items()}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        job_type = getattr(record, "job_type", None)
+        if job_type is not None:
+            return record.levelno >= self._levels.get(job_type, logging.NOTSET)
+        return record.levelno >= _running_level.get()
+
+
+def threshold(level: str) -> int:
+    """The numeric level below which a type's lines are dropped (NOTSET: none are)."""
+    number = logging.getLevelName(level)
+    return number if isinstance(number, int) and number > logging.INFO else logging.NOTSET
+
+
+def install(levels: Mapping[str, str], handlers: list[logging.Handler]) -> None:
+    """Put one filter for these levels on each handler (replacing an earlier one)."""
+    for handler in handlers:
+        for old in [f for f in handler.filters if isinstance(f, TypeLevelFilter)]:
+            handler.removeFilter(old)
+        handler.addFilter(TypeLevelFilter(levels))
