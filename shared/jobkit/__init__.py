@@ -4,10 +4,14 @@ The public API::
 
     from jobkit import Job, JobQueueGroup, JobSpecification, NonRetryableError, queue_group
 
-Importing jobkit is cheap: it does not import boto3 or create clients.
+Importing jobkit is cheap: it does not import boto3 or create clients, and
+the push SDK (``JobQueueGroup``, ``queue_group``) is imported when first named,
+so a runner whose jobs push nothing never loads it.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from jobkit.errors import (
     ConfigError,
@@ -21,9 +25,26 @@ from jobkit.errors import (
     UnknownJobType,
 )
 from jobkit.job import Job, JobContext
-from jobkit.push import JobQueueGroup
 from jobkit.spec import JobSpecification
-from jobkit.wiring import queue_group
+
+if TYPE_CHECKING:
+    from jobkit.push import JobQueueGroup
+    from jobkit.wiring import queue_group
+
+#: Named here, imported on first use.
+_LAZY = {"JobQueueGroup": "jobkit.push", "queue_group": "jobkit.wiring"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jobkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.2.0"
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -165,6 +164,8 @@ def load_declaration(path: str | os.PathLike[str] | None = None) -> Declaration:
     Args:
         path: the TOML file. Defaults to ``$JOBKIT_CONFIG``, else ``infra/jobs.toml``.
     """
+    import tomllib  # here: a runner reads its declaration as JSON, and its cold start skips the TOML parser
+
     resolved = Path(path or os.environ.get("JOBKIT_CONFIG") or DEFAULT_PATH)
     source = str(resolved)
     try:

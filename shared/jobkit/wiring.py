@@ -99,6 +99,12 @@ class AwsClients:
             self._botocore_session = botocore.session.get_session()
         return self._botocore_session
 
+    def lazy(self, service: str) -> Any:
+        """A stand-in for the client of ``service`` that makes it on its first
+        call: a runner whose jobs all succeed never makes its SQS client, and
+        a cold start does not wait for one."""
+        return _LazyClient(self, service)
+
     @property
     def sqs(self) -> SQSClient:
         return cast("SQSClient", self.client("sqs"))
@@ -106,6 +112,19 @@ class AwsClients:
     @property
     def dynamodb(self) -> DynamoDBClient:
         return cast("DynamoDBClient", self.client("dynamodb"))
+
+
+class _LazyClient:
+    """The client of one service, made when it is first used (see :meth:`AwsClients.lazy`)."""
+
+    __slots__ = ("_clients", "_service")
+
+    def __init__(self, clients: AwsClients, service: str) -> None:
+        self._clients = clients
+        self._service = service
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._clients.client(self._service), name)
 
 
 class Wiring:
@@ -171,7 +190,7 @@ class Wiring:
     def directory(self) -> QueueDirectory:
         from jobkit.sqs import QueueDirectory
 
-        return QueueDirectory(self.clients.sqs, self.declaration, self.queue_urls)
+        return QueueDirectory(self.clients.lazy("sqs"), self.declaration, self.queue_urls)
 
     def group(self, domain: str | None = None, *, store: DedupStore | None = None) -> JobQueueGroup:
         """The push SDK for a domain. Groups share one SQS client and one store,
@@ -223,13 +242,20 @@ class Wiring:
             sleep=self._sleep,
         )
         store = own.store()
-        group = own._new_group(store)
+        groups: list[JobQueueGroup] = []
+
+        def group_for(domain: str | None) -> JobQueueGroup:
+            # made when a job first pushes: a runner whose jobs push nothing never imports the push SDK
+            if not groups:
+                groups.append(own._new_group(store))
+            return groups[0].for_domain(domain)
+
         return Runner(
             own.declaration,
             queue=queue,
-            queues=SqsQueues(self.clients.sqs, own.directory, queue),
+            queues=SqsQueues(self.clients.lazy("sqs"), own.directory, queue),
             dedup=store,
-            group_factory=group.for_domain,
+            group_factory=group_for,
             metrics=metrics,
             clock=self.clock,
             registry=registry,

@@ -110,3 +110,42 @@ def test_handler_logs_json_with_job_keys_and_emits_emf(
     assert all("hunter2" not in json.dumps(line) for line in lines)
     [emf] = [line for line in lines if "_aws" in line]
     assert emf["JobType"] == "refreshLinks" and emf["Succeeded"] == [1.0]
+
+
+def test_a_container_whose_jobs_succeed_without_the_table_makes_no_client(
+    test_declaration: Declaration, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cold start pays for no client: SQS's is made when a job fails, is
+    # re-enqueued or pushes; DynamoDB's when a job uses the jobs table.
+    import botocore.session
+
+    with LocalStack(test_declaration, clock=VirtualClock()) as stack:
+        monkeypatch.setenv("JOBKIT_DECLARATION", json.dumps(declaration_to_dict(test_declaration)))
+        monkeypatch.setenv("JOBKIT_QUEUE_URLS", json.dumps(stack.queue_urls))
+        monkeypatch.setenv("JOBKIT_QUEUE", "noop")
+        stack.queue_group().push([JobSpecification("noop", {"n": n}) for n in range(10)])
+        url = stack.queue_urls[test_declaration.queue_name("noop")]
+        messages = stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])[
+            "Messages"
+        ]
+        created: list[str] = []
+        create_client = botocore.session.Session.create_client
+
+        def recording(self: botocore.session.Session, service: str, *args: object, **kwargs: object) -> object:
+            created.append(service)
+            return create_client(self, service, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(botocore.session.Session, "create_client", recording)
+        app = load_app(monkeypatch)
+        event = sqs_event(messages, f"arn:aws:sqs:us-east-1:123456789012:{test_declaration.queue_name('noop')}")
+        assert app.handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+        assert created == []
+        # and the first job that fails makes the SQS client, to set its backoff
+        stack.queue_group().push(JobSpecification("alwaysFails"))
+        monkeypatch.setenv("JOBKIT_QUEUE", "alwaysFails")
+        url = stack.queue_urls[test_declaration.queue_name("alwaysFails")]
+        [message] = stack.sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"])["Messages"]
+        app = load_app(monkeypatch)
+        event = sqs_event([message], f"arn:aws:sqs:us-east-1:123456789012:{test_declaration.queue_name('alwaysFails')}")
+        assert len(app.handler(event, FakeLambdaContext())["batchItemFailures"]) == 1
+        assert "sqs" in created
