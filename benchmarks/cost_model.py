@@ -28,14 +28,15 @@ PRICES = {
 }
 MEMORY_GB = 0.25  # the declaration's default memory_mb = 256
 BATCH = 10  # full batches
-DYNAMODB_LATENCY_MS = 6.0  # a conditional write's round trip in-region (a typical figure, not measured here)
+DYNAMODB_LATENCY_MS = 5.0  # a conditional write's round trip in-region (a typical figure, not measured here)
 IDLE_POLLERS = 5  # Lambda's SQS event source polls with several long-polling connections when idle
 LONG_POLL_S = 20
 
 
-def log_bytes_per_job(jobs: int = 100) -> float:
-    """Bytes of JSON log (Powertools, INFO) and EMF a successful plain job writes to
-    CloudWatch Logs, measured by running the real Lambda handler."""
+def log_output_per_job(jobs: int = 100) -> dict[str, float]:
+    """What a successful plain job writes to CloudWatch Logs, measured by running
+    the real Lambda handler: bytes of JSON log (Powertools, INFO) and EMF, and
+    INFO lines, per job."""
     from moto import mock_aws
 
     from jobkit import JobSpecification
@@ -62,15 +63,20 @@ def log_bytes_per_job(jobs: int = 100) -> float:
         with contextlib.redirect_stdout(out):
             for start in range(0, jobs, BATCH):
                 specs = [JobSpecification("refreshLinks", {"title": f"Page {n}"}) for n in range(start, start + BATCH)]
-                app.handler(sqs_event(specs), FakeLambdaContext())
-    return len(out.getvalue().encode("utf-8")) / jobs
+                response = app.handler(sqs_event(specs), FakeLambdaContext())
+                assert not response["batchItemFailures"], response  # the figure is of successful jobs
+    text = out.getvalue()
+    info = [line for line in text.splitlines() if line.startswith('{"level":"INFO"')]
+    return {"bytes": len(text.encode("utf-8")) / jobs, "info_lines": len(info) / jobs}
 
 
-def per_million(kind: dict[str, float], log_bytes: float) -> dict[str, float]:
-    """$ per million jobs of one kind. ``kind`` has dynamodb_requests_per_job and cpu_us_per_job."""
+def per_million(kind: dict[str, float], log_bytes: float, round_trips_per_job: float) -> dict[str, float]:
+    """$ per million jobs of one kind. ``kind`` has dynamodb_requests_per_job and
+    cpu_us_per_job; the billed wait on DynamoDB is the round trips a batch waits
+    through (its requests overlap), shared by its jobs."""
     p = PRICES
     sqs_requests = 3 / BATCH  # SendMessageBatch, the mapping's ReceiveMessage, DeleteMessageBatch
-    duration_s = kind["cpu_us_per_job"] / 1e6 + kind["dynamodb_requests_per_job"] * DYNAMODB_LATENCY_MS / 1000
+    duration_s = kind["cpu_us_per_job"] / 1e6 + round_trips_per_job * DYNAMODB_LATENCY_MS / 1000
     costs = {
         "sqs": sqs_requests * p["sqs_per_million_requests"],
         "lambda_requests": p["lambda_per_million_requests"] / BATCH,
@@ -91,12 +97,22 @@ def idle_cost_per_queue_month() -> dict[str, float]:
     }
 
 
-def run(runner_figures: dict[str, Any]) -> dict[str, Any]:
+def run(runner_figures: dict[str, Any], round_trips: dict[str, Any]) -> dict[str, Any]:
     import logging
 
     logging.disable(logging.NOTSET)
-    log_bytes = log_bytes_per_job()
-    kinds = {name: per_million(figures, log_bytes) for name, figures in runner_figures["jobkit"].items()}
+    logs = log_output_per_job()
+    log_bytes = logs["bytes"]
+    trips = round_trips["kinds"]
+    kinds = {
+        # a kind without a round-trip figure (a leaf: a rare root check) waits through each request
+        name: per_million(
+            figures,
+            log_bytes,
+            trips[name]["round_trips_per_batch"] / BATCH if name in trips else figures["dynamodb_requests_per_job"],
+        )
+        for name, figures in runner_figures["jobkit"].items()
+    }
     return {
         "prices": PRICES,
         "assumptions": {
@@ -104,6 +120,7 @@ def run(runner_figures: dict[str, Any]) -> dict[str, Any]:
             "batch": BATCH,
             "dynamodb_latency_ms": DYNAMODB_LATENCY_MS,
             "log_bytes_per_job": round(log_bytes),
+            "info_lines_per_job": logs["info_lines"],
         },
         "dollars_per_million_jobs": kinds,
         "idle_queue": idle_cost_per_queue_month(),
