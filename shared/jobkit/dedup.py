@@ -238,28 +238,37 @@ class DedupStore:
 
     # -- admission ------------------------------------------------------------------
 
-    def admit_batch(self, candidates: Sequence[Candidate]) -> list[Admission | None]:
+    def admit_batch(self, candidates: Sequence[Candidate]) -> list[Admission | Exception | None]:
         """Admit a batch's jobs at once: their claims go out together.
 
         A job that shares a claim key (:attr:`Candidate.claim_keys`) with an
-        earlier job of the batch gets ``None``: admit it with :meth:`admit` on
-        its turn, once the earlier one has run, as a batch admitted one job at
-        a time would. Never raises for store errors: it fails open.
+        earlier job of the batch, even through a third one, gets ``None``:
+        admit it with :meth:`admit` on its turn, once the earlier one has run,
+        as a batch admitted one job at a time would. Never raises for store
+        errors (it fails open); any other exception is answered for its own
+        job only, so one job's bug does not fail its batch.
         """
-        answers: list[Admission | None] = [None] * len(candidates)
+        answers: list[Admission | Exception | None] = [None] * len(candidates)
         seen: set[tuple[str | None, ...]] = set()
         leads: list[int] = []
         for index, candidate in enumerate(candidates):
             keys = candidate.claim_keys
             if not keys:
-                answers[index] = self.admit(candidate)  # nothing to claim: no request
-            elif seen.isdisjoint(keys):
-                seen.update(keys)
+                answers[index] = self._admit_or_error(candidate)  # nothing to claim: no request
+                continue
+            if seen.isdisjoint(keys):
                 leads.append(index)
-        admissions = self._parallel.map(self.admit, [candidates[index] for index in leads])
+            seen.update(keys)  # a job left for its turn holds back the later jobs it shares a key with
+        admissions = self._parallel.map(self._admit_or_error, [candidates[index] for index in leads])
         for index, admission in zip(leads, admissions, strict=True):
             answers[index] = admission
         return answers
+
+    def _admit_or_error(self, candidate: Candidate) -> Admission | Exception:
+        try:
+            return self.admit(candidate)
+        except Exception as exc:  # a bug, or a job's own hash that cannot be stored: this job's alone
+            return exc
 
     def admit(self, candidate: Candidate) -> Admission:
         """Decide whether a job runs now. Never raises for store errors: it fails open.

@@ -53,7 +53,13 @@ class AwsClients:
     #: Few, quick DynamoDB retries: the records store fails open, so waiting long
     #: for a throttled table only delays the job.
     _CONFIGS: Mapping[str, Mapping[str, Any]] = {
-        "dynamodb": {"retries": {"mode": "standard", "max_attempts": 2}, "connect_timeout": 2, "read_timeout": 2},
+        # room for the claims a batch sends at once (jobkit.parallel), and the runner's own requests
+        "dynamodb": {
+            "retries": {"mode": "standard", "max_attempts": 2},
+            "connect_timeout": 2,
+            "read_timeout": 2,
+            "max_pool_connections": 12,
+        },
     }
     _DEFAULT_CONFIG: Mapping[str, Any] = {"retries": {"mode": "standard", "max_attempts": 3}}
 

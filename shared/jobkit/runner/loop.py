@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import Clock, SystemClock
@@ -112,7 +112,13 @@ class Runner:
         results = [self._finish_safely(entry) for entry in entries]
         for hook in self._hooks.end_batch:
             self._call(hook)
-        return results
+        # what a stage learned at the end of the batch (a settle that found the store down)
+        return [
+            replace(result, dedup_unavailable=True)
+            if entry.delivery is not None and entry.delivery.dedup_unavailable and not result.dedup_unavailable
+            else result
+            for entry, result in zip(entries, results, strict=True)
+        ]
 
     # -- one record ------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ or deferred while its twin runs.
 A batch's claims go out together (one round trip, not one per job), and each
 job's claims are settled in the background while the next job runs; the batch
 ends when the last settle is back. A job that shares a claim key with an
-earlier job of the batch is admitted on its own turn, after that job settled."""
+earlier job of the batch is admitted on its own turn, after that job settled.
+A deliver_once job that succeeded is marked done before the next job starts."""
 
 from __future__ import annotations
 
@@ -53,14 +54,26 @@ class Dedup(Stage):
         answers: list[RecordResult | Later | None] = []
         claimable: list[tuple[int, Delivery, Candidate]] = []
         for delivery in deliveries:
-            candidate = self._candidate(delivery)
+            try:
+                candidate = self._candidate(delivery)
+            except Exception as exc:  # the job's own ignore_duplicates() or dedup_hash(): its record alone
+                candidate = self._internal_error(delivery, exc)
             if isinstance(candidate, Candidate):
                 claimable.append((len(answers), delivery, candidate))
             answers.append(candidate if isinstance(candidate, RecordResult) else None)
         admissions = self._store.admit_batch([candidate for _, _, candidate in claimable])
         for (index, delivery, _), admission in zip(claimable, admissions, strict=True):
-            answers[index] = LATER if admission is None else self._answer(delivery, admission)
+            if admission is None:
+                answers[index] = LATER
+            elif isinstance(admission, Exception):
+                answers[index] = self._internal_error(delivery, admission)
+            else:
+                answers[index] = self._answer(delivery, admission)
         return answers
+
+    def _internal_error(self, delivery: Delivery, exc: Exception) -> RecordResult:
+        log.error("de-duplication failed for this job: %r", exc, exc_info=exc, extra=delivery.keys)
+        return self._failures.internal_error(delivery.record, exc)
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
         candidate = self._candidate(delivery)
@@ -98,6 +111,13 @@ class Dedup(Stage):
         admission: Admission | None = delivery.noted(self)
         if admission is None or not admission.claim_keys:
             return
+        if admission.delivery is not None and run.succeeded:
+            # A deliver_once job's "done" lands before the next job starts: if that
+            # job kills the invocation, this one must not run again on redelivery.
+            if not self._store.finish(admission, succeeded=True, started_at=run.started_at):
+                delivery.dedup_unavailable = True
+            return
+        # Anything else settles while the next job runs: losing it costs work, not a promise.
         settle = self._store.settle_in_background(admission, succeeded=run.succeeded, started_at=run.started_at)
         self._settles.append((delivery, settle))
 
