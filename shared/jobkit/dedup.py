@@ -128,6 +128,7 @@ class Admission:
     job_type: str = ""
     duplicate_key: str | None = None  # set when this attempt holds a duplicate claim
     delivery: JobRef | None = None  # set when this attempt holds a delivery claim
+    root_pending: bool = False  # claimed; the root is still to be checked (DedupStore.confirm_root)
     _owner: str | None = field(default=None, repr=False)
 
     @property
@@ -239,7 +240,8 @@ class DedupStore:
     # -- admission ------------------------------------------------------------------
 
     def admit_batch(self, candidates: Sequence[Candidate]) -> list[Admission | Exception | None]:
-        """Admit a batch's jobs at once: their claims go out together.
+        """Claim a batch's jobs at once (:meth:`claim`): their claims go out together.
+        A job that comes back ``root_pending`` confirms its root on its turn.
 
         A job that shares a claim key (:attr:`Candidate.claim_keys`) with an
         earlier job of the batch, even through a third one, gets ``None``:
@@ -254,27 +256,25 @@ class DedupStore:
         for index, candidate in enumerate(candidates):
             keys = candidate.claim_keys
             if not keys:
-                answers[index] = self._admit_or_error(candidate)  # nothing to claim: no request
+                answers[index] = self._claim_or_error(candidate)  # nothing to claim: no request
                 continue
             if seen.isdisjoint(keys):
                 leads.append(index)
             seen.update(keys)  # a job left for its turn holds back the later jobs it shares a key with
-        admissions = self._parallel.map(self._admit_or_error, [candidates[index] for index in leads])
+        admissions = self._parallel.map(self._claim_or_error, [candidates[index] for index in leads])
         for index, admission in zip(leads, admissions, strict=True):
             answers[index] = admission
         return answers
 
-    def _admit_or_error(self, candidate: Candidate) -> Admission | Exception:
+    def _claim_or_error(self, candidate: Candidate) -> Admission | Exception:
         try:
-            return self.admit(candidate)
+            return self.claim(candidate)
         except Exception as exc:  # a bug, or a job's own hash that cannot be stored: this job's alone
             return exc
 
     def admit(self, candidate: Candidate) -> Admission:
-        """Decide whether a job runs now. Never raises for store errors: it fails open.
-
-        A claim of this process that is still being settled in the background
-        on one of the job's keys is waited for first.
+        """Decide whether a job runs now: :meth:`claim`, then :meth:`confirm_root`.
+        Never raises for store errors: it fails open.
 
         The order matters. A root job that is a duplicate of a run that already
         pushed its leaves must not advance the root first: its newer timestamp
@@ -282,16 +282,27 @@ class DedupStore:
         claims come first, the root is advanced only by a job that will run,
         and a job that the root then supersedes gives its claims back.
         """
+        admission = self.claim(candidate)
+        return self.confirm_root(candidate, admission) if admission.root_pending else admission
+
+    def claim(self, candidate: Candidate) -> Admission:
+        """The job's claims (and the root cache's answer). A job with root
+        params that the cache cannot confirm comes back ``root_pending``: pass
+        it to :meth:`confirm_root` just before the job runs, never earlier, so
+        that only a job about to run advances its root.
+
+        A claim of this process that is still being settled in the background
+        on one of the job's keys is waited for first.
+        """
         spec = candidate.spec
         admission = Admission(Verdict.RUN, job_type=spec.type)
         self._wait_for_settles(candidate.claim_keys)
         try:
-            root_confirmed = False
             if spec.has_root_job_params():
                 cached = self._cached_root_verdict(spec)
                 if cached is Verdict.SUPERSEDED:
                     return Admission(Verdict.SUPERSEDED, SUPERSEDED_REASON)
-                root_confirmed = cached is Verdict.RUN
+                admission.root_pending = cached is not Verdict.RUN
             if candidate.deliver_once:
                 skip = self._claim_delivery(candidate, admission)
                 if skip is not None:
@@ -301,19 +312,37 @@ class DedupStore:
                 if skip is not None:
                     self._settle_delivery_claim(admission, succeeded=skip.verdict is Verdict.DUPLICATE)
                     return skip
-            if spec.has_root_job_params() and not root_confirmed and self._superseded(spec):
+        except DedupUnavailable as exc:
+            self._fail_open(spec, exc, admission)
+        return admission
+
+    def confirm_root(self, candidate: Candidate, admission: Admission) -> Admission:
+        """Advance the job's root, now that it is about to run; a job that a newer
+        root supersedes gives its claims back. Never raises for store errors."""
+        spec = candidate.spec
+        admission.root_pending = False
+        try:
+            cached = self._cached_root_verdict(spec)  # a job run since the claim may have told the cache
+            if cached is Verdict.RUN:
+                return admission
+            if cached is Verdict.SUPERSEDED or self._superseded(spec):
                 self._give_back(admission)
                 return Admission(Verdict.SUPERSEDED, SUPERSEDED_REASON)
         except DedupUnavailable as exc:
-            log.warning(
-                "dedup store unavailable, running %s %s anyway (fail-open): %s",
-                spec.type,
-                spec.id,
-                exc,
-                extra={"job_id": spec.id, "job_type": spec.type, "domain": spec.domain},
-            )
-            admission.unavailable = True
+            self._fail_open(spec, exc, admission)
         return admission
+
+    @staticmethod
+    def _fail_open(spec: JobSpecification, exc: DedupUnavailable, admission: Admission) -> None:
+        log.warning(
+            "dedup store unavailable, running %s %s anyway (fail-open): %s",
+            spec.type,
+            spec.id,
+            exc,
+            extra={"job_id": spec.id, "job_type": spec.type, "domain": spec.domain},
+        )
+        admission.unavailable = True
+        admission.root_pending = False
 
     def _superseded(self, spec: JobSpecification) -> bool:
         timestamp, signature = spec.root_job_timestamp, spec.root_job_signature

@@ -10,7 +10,9 @@ A batch's claims go out together (one round trip, not one per job), and each
 job's claims are settled in the background while the next job runs; the batch
 ends when the last settle is back. A job that shares a claim key with an
 earlier job of the batch is admitted on its own turn, after that job settled.
-A deliver_once job that succeeded is marked done before the next job starts."""
+A job's root is advanced on its turn too, just before it runs, so a root is
+never written by a job that does not run. A deliver_once job that succeeded is
+marked done before the next job starts."""
 
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 log = logging.getLogger(__name__)
+
+#: The note of a delivery claimed with its batch whose root is still to be confirmed.
+_CLAIMED = "claimed with the batch"
 
 _SKIPPED = {
     Verdict.SUPERSEDED: Outcome.SUPERSEDED,
@@ -62,11 +67,14 @@ class Dedup(Stage):
                 claimable.append((len(answers), delivery, candidate))
             answers.append(candidate if isinstance(candidate, RecordResult) else None)
         admissions = self._store.admit_batch([candidate for _, _, candidate in claimable])
-        for (index, delivery, _), admission in zip(claimable, admissions, strict=True):
+        for (index, delivery, candidate), admission in zip(claimable, admissions, strict=True):
             if admission is None:
-                answers[index] = LATER
+                answers[index] = LATER  # it shares a claim key with an earlier job: all of it on its turn
             elif isinstance(admission, Exception):
                 answers[index] = self._internal_error(delivery, admission)
+            elif admission.root_pending:
+                delivery.note(_CLAIMED, (candidate, admission))
+                answers[index] = LATER  # its root is advanced on its turn, by a job about to run
             else:
                 answers[index] = self._answer(delivery, admission)
         return answers
@@ -76,6 +84,9 @@ class Dedup(Stage):
         return self._failures.internal_error(delivery.record, exc)
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
+        claimed: tuple[Candidate, Admission] | None = delivery.noted(_CLAIMED)
+        if claimed is not None:  # claimed with its batch: only its root is left, now that it is about to run
+            return self._answer(delivery, self._store.confirm_root(*claimed))
         candidate = self._candidate(delivery)
         if isinstance(candidate, RecordResult):
             return candidate
