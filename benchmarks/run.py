@@ -29,6 +29,8 @@ import bench_round_trips
 import bench_runner
 import budgets
 import cost_model
+import local_stack_depth
+import soak
 from _common import ROOT
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -52,6 +54,14 @@ def main() -> None:
     results["fanout"] = bench_fanout.run(500 if args.small else 10_000)
     results["coldstart"] = bench_coldstart.run(2 if args.small else 21)
     results["cost"] = cost_model.run(results["runner"], results["round_trips"])
+    if args.small:
+        results["local_depth"] = local_stack_depth.run((250, 1_000), sample=200, plain_moto_depths=())
+    else:
+        results["local_depth"] = local_stack_depth.run()
+    logging.disable(logging.CRITICAL)  # a 5% fault rate logs a warning every few jobs
+    soaked = soak.run(500 if args.small else 50_000, 0.05)
+    logging.disable(logging.WARNING)
+    results["soak"] = {"jobs": soaked.jobs, "wall_s": round(soaked.seconds, 1), "balanced": soaked.balanced}
     results["budgets"] = budgets.evaluate(results)
     results["wall_s"] = round(time.perf_counter() - began, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +76,9 @@ def main() -> None:
     failed = budgets.missed(results["budgets"])
     for entry in failed:
         print(f"budget missed: {entry['name']}: {entry['value']:.4g} {entry['unit']} (limit {entry['limit']:g})")
-    if failed and not args.small:
+    if not soaked.balanced:
+        print("the soak did not balance: a job was lost or unexplained (python benchmarks/soak.py shows which)")
+    if (failed and not args.small) or not soaked.balanced:
         sys.exit(1)
 
 
@@ -133,6 +145,12 @@ def render(r: dict[str, Any]) -> str:
         )
     fan = r["fanout"]
     cold = r["coldstart"]
+    depth = r["local_depth"]
+    rows = ", ".join(
+        f"{row['depth']:,} queued: push {row['local_stack']['push_ms_per_job']:.2f}, "
+        f"drain {row['local_stack']['drain_ms_per_job']:.2f}"
+        for row in depth["rows"]
+    )
     lines += [
         "",
         f"**Fan-out**: a root with {fan['leaves']:,} leaves on {fan['containers']} containers cost "
@@ -150,6 +168,10 @@ def render(r: dict[str, Any]) -> str:
         "re-enqueued or pushes, and DynamoDB's with the first that uses the jobs table. A container whose jobs use "
         f"the table, with its DynamoDB client made, starts in {cold['handler_with_table_client_ms']:.0f} ms "
         f"({cold['with_table_client_vs_powertools']:.2f}x the Powertools handler, which makes that client at import).",
+        "",
+        f"**The local stack at depth** (ms per job, {depth['sample']:,} jobs pushed onto and drained from a queue "
+        f"that holds the depth): {rows}. **Soak**: {r['soak']['jobs']:,} jobs with 5% of AWS calls failing, "
+        f"{r['soak']['wall_s']} s, {'every job accounted for' if r['soak']['balanced'] else '**not balanced**'}.",
         "",
         f"**Cost per million jobs** ({r['cost']['prices']['as_of']}; 256 MB arm64, full batches, "
         f"{r['cost']['assumptions']['log_bytes_per_job']} bytes of INFO logs and EMF per job):",

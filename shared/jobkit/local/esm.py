@@ -39,7 +39,12 @@ MAX_RECEIVE_RETRIES = 5
 
 
 class EventSourceMapping:
-    """Polls one queue and feeds batches to one handler."""
+    """Polls one queue and feeds batches to one handler.
+
+    ``receivable``, if given, tells whether the queue has a message that a
+    receive would return now; then a ReceiveMessage that would come back
+    empty is not sent (the local stack knows without asking moto).
+    """
 
     def __init__(
         self,
@@ -54,6 +59,7 @@ class EventSourceMapping:
         memory_mb: int = 256,
         clock: Clock | None = None,
         region: str = "us-east-1",
+        receivable: Callable[[], bool] | None = None,
     ) -> None:
         self.queue_url = queue_url
         self.queue_arn = queue_arn
@@ -65,6 +71,7 @@ class EventSourceMapping:
         self._memory_mb = memory_mb
         self._clock = clock or SystemClock()
         self._region = region
+        self._receivable = receivable
         self.invocations = 0
         self.receive_errors = 0  # failed ReceiveMessage calls (retried)
         self.delete_errors = 0  # messages whose delete failed (they are delivered again)
@@ -106,6 +113,8 @@ class EventSourceMapping:
 
         def receive(wanted: int) -> list[MessageTypeDef]:
             nonlocal failures
+            if self._receivable is not None and not self._receivable():
+                return []  # what SQS would answer, without asking
             while failures <= MAX_RECEIVE_RETRIES:
                 try:
                     return receive_messages(self._sqs, self.queue_url, wanted, wait_time_s=0)

@@ -11,6 +11,9 @@ its own :class:`~jobkit.runner.Runner` (its own "container") fed by an
 :class:`~jobkit.local.esm.EventSourceMapping` emulator. With a
 :class:`~jobkit.clock.VirtualClock`, moto's clock is the same clock, and
 :meth:`LocalStack.drain` skips idle waits (backoffs, delays) instead of sleeping.
+moto's queues are indexed (:mod:`jobkit.local.moto_time`), so pushing and
+running a job cost the same with 100 or 100,000 queued, and a queue with
+nothing to receive costs no request.
 
 With ``server=True`` the AWS API is served on a loopback port, quietly (no
 line per request); a port that is taken is a
@@ -42,6 +45,8 @@ from jobkit.local.moto_time import (
     counting_sends,
     faster_receives,
     has_receivable,
+    indexed_queues,
+    memoised_moto,
     moto_on_clock,
     next_visible_at,
     serial_dynamodb,
@@ -162,6 +167,8 @@ class LocalStack:
         self._exit.close()
 
     def _start_aws(self) -> None:
+        self._exit.enter_context(indexed_queues())
+        self._exit.enter_context(memoised_moto())
         self._exit.enter_context(faster_receives())
         self._exit.enter_context(serial_dynamodb())
         self._exit.enter_context(aws_visibility_limit())
@@ -256,6 +263,7 @@ class LocalStack:
             # Each runner knows only its queue's types and those they push, as deployed.
             runner = self.wiring.runner(queue, metrics=metrics, registry=self._registry, rng=random.Random(self._seed))
             self.runners[queue] = runner
+            name = self.declaration.queue_name(queue)
             self.mappings[queue] = EventSourceMapping(
                 self.sqs,
                 self.queue_url(queue),
@@ -267,7 +275,11 @@ class LocalStack:
                 memory_mb=config.memory_mb,
                 clock=self.clock,
                 region=self.region,
+                receivable=functools.partial(self._receivable, name),
             )
+
+    def _receivable(self, name: str) -> bool:
+        return has_receivable(ACCOUNT_ID, self.region, name, self.clock.now())
 
     # -- running -------------------------------------------------------------------
 
@@ -287,11 +299,9 @@ class LocalStack:
         delivered = 0
         concurrency = {queue: config.max_concurrency for queue, config in self.declaration.queues.items()}
         for slot in range(max(concurrency.values(), default=0)):
-            now = self.clock.now()
             for queue, mapping in self.mappings.items():
-                name = self.declaration.queue_name(queue)
-                if slot < concurrency[queue] and has_receivable(ACCOUNT_ID, self.region, name, now):
-                    delivered += mapping.poll()
+                if slot < concurrency[queue]:
+                    delivered += mapping.poll()  # a queue with nothing to receive costs no request
         return delivered
 
     def drain(
@@ -351,7 +361,7 @@ class LocalStack:
             clock,
             self.mappings,
             {queue: config.max_concurrency for queue, config in self.declaration.queues.items()},
-            lambda queue: has_receivable(ACCOUNT_ID, self.region, self.declaration.queue_name(queue), clock.now()),
+            lambda queue: self._receivable(self.declaration.queue_name(queue)),
             self.next_wakeup,
         )
 
