@@ -7,9 +7,10 @@ and twice for every delete. The local stack indexes moto's queues
 any depth. For each depth D it starts a fresh stack, fills the queue to D
 minus a sample, then measures pushing the sample (the queue going from
 D - sample to D) and draining the sample through the runner (D down to
-D - sample). So the figures at 100,000 are for 5,000 jobs pushed onto, then
-drained from, a queue that never holds fewer than 95,000. Below the sample
-size, it pushes D jobs at once and drains them all. Plain moto (boto3 on
+D - sample; a poll round may run a few more). So the figures at 100,000 are
+for 5,000 jobs pushed onto, then drained from, a queue that holds from
+95,000 to 100,000. Below the sample size, it pushes D jobs at once and
+drains them all. Plain moto (boto3 on
 ``mock_aws``, as any test would use it) is measured at the small depths only:
 it takes minutes at 2,000 already.
 
