@@ -20,6 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.errors import ConfigError, UnknownJobType
+from jobkit.flow.options import (
+    DOMAIN_KEY,
+    ConcurrencyLimit,
+    Debounce,
+    FlowKey,
+    RateLimit,
+    flow_to_dict,
+    parse_concurrency,
+    parse_debounce,
+    parse_fairness,
+    parse_rate_limit,
+)
 from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames
 from jobkit.wire import TYPE_PATTERN
 
@@ -61,6 +73,16 @@ class JobType:
     track_status: bool = False
     pushes: tuple[str, ...] = ()
     log_level: str = "INFO"  # the least severe of the runner's lines about this type's jobs that are written
+    fairness: FlowKey | None = DOMAIN_KEY  # the MessageGroupId of its messages (SQS fair queues); None: off
+    concurrency: ConcurrencyLimit | None = None
+    rate_limit: RateLimit | None = None
+    debounce: Debounce | None = None
+    max_held_s: int = 86400  # a job that a limit holds back longer than this is dead-lettered
+
+    @property
+    def limited(self) -> bool:
+        """Whether a limit may hold its jobs back (a concurrency or rate limit)."""
+        return self.concurrency is not None or self.rate_limit is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +280,11 @@ _TYPE_KEYS = {
     "track_status",
     "pushes",
     "log_level",
+    "fairness",
+    "concurrency",
+    "rate_limit",
+    "debounce",
+    "max_held_s",
 }
 
 #: The levels a type's ``log_level`` may name.
@@ -303,6 +330,13 @@ def _job_type(source: str, name: str, spec: Mapping[str, Any]) -> JobType:
         track_status=get("track_status", False, _is_bool, "must be true or false"),
         pushes=tuple(get("pushes", [], _str_list, "must be a list of job type names")),
         log_level=get("log_level", "INFO", _is_log_level, "must be one of " + ", ".join(LOG_LEVELS)).upper(),
+        fairness=parse_fairness(source, f"{key}.fairness", spec.get("fairness", "domain")),
+        concurrency=parse_concurrency(source, f"{key}.concurrency", spec.get("concurrency")),
+        rate_limit=parse_rate_limit(source, f"{key}.rate_limit", spec.get("rate_limit")),
+        debounce=parse_debounce(source, f"{key}.debounce", spec.get("debounce")),
+        max_held_s=get(
+            "max_held_s", 86400, _int_in(60, 1209600), "must be an integer from 60 to 1209600 (SQS's 14 days)"
+        ),
     )
 
 
@@ -400,5 +434,7 @@ def declaration_to_dict(declaration: Declaration, *, only_types: set[str] | None
             "track_status": job_type.track_status,
             "pushes": [t for t in job_type.pushes if only_types is None or t in only_types],
             "log_level": job_type.log_level,
+            **flow_to_dict(job_type.fairness, job_type.concurrency, job_type.rate_limit, job_type.debounce),
+            "max_held_s": job_type.max_held_s,
         }
     return {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}

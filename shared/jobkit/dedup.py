@@ -188,6 +188,12 @@ class DedupStore:
         self._parallel = parallel or Parallel()
         self._settling: dict[tuple[str | None, ...], Future[bool]] = {}
 
+    @property
+    def parallel(self) -> Parallel:
+        """The threads this store sends requests from; other stages that talk to
+        the jobs table share them (and so the client's connection pool)."""
+        return self._parallel
+
     # -- roots --------------------------------------------------------------------
 
     def record_root(self, spec: JobSpecification) -> None:

@@ -86,3 +86,8 @@ class NonRetryableError(JobKitError):
 
 class JobFailed(JobKitError):
     """A job's ``run()`` returned False: the attempt failed without an exception."""
+
+
+class HeldTooLong(JobKitError):
+    """Flow control held a job back longer than its type's ``max_held_s``: it is
+    dead-lettered without running, to be redriven when the limit allows."""

@@ -36,11 +36,18 @@ class Outcome(StrEnum):
     SUPERSEDED = "superseded", "Superseded", True, "superseded"  # skipped: a newer root job replaced this leaf
     DUPLICATE = "duplicate", "Duplicate", True, "duplicate"  # skipped: an identical job started later and succeeded
     REDELIVERED = "redelivered", "Redelivered", True, "duplicate"  # skipped: a deliver_once job that already ran
+    DEBOUNCED = (
+        "debounced",
+        "Debounced",
+        True,
+        "debounced",
+    )  # skipped: a job with its debounce key pushed later owns the run
     DEAD_LETTERED = "dead_lettered", "DeadLettered", True, "dead-lettered"  # ran, failed for the last time
     POISONED = "poisoned", "Poisoned", True, "dead-lettered", "DeadLettered"  # could not be parsed or resolved
     RETRIED = "retried", "Retried", False, None  # ran, failed, and will be retried
     DEFERRED = "deferred", "Deferred", False, None  # re-enqueued: an identical job is running right now
-    DELAYED = "delayed", "Delayed", False, None  # re-enqueued: not yet released (a delay hop)
+    DELAYED = "delayed", "Delayed", False, None  # re-enqueued: not yet released (a delay hop, a debounce wait)
+    LIMITED = "limited", "Limited", False, None, "Deferred"  # re-enqueued: over its concurrency or rate limit
 
     @property
     def metrics(self) -> tuple[str, ...]:

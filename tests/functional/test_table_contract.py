@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobkit.records.table import Absent, AtMost, Below, ConditionFailed, Equals, Table
+from jobkit.records.table import Absent, AtLeast, AtMost, Below, ConditionFailed, Equals, Table
 
 KEY = ("t#dup#h", "-")
 
@@ -63,3 +63,30 @@ def test_a_query_reads_one_partition_in_sort_key_order(table: Table) -> None:
     assert [sk for sk, _ in table.query("t#runs#j", "=a#", newest_first=True)] == ["=a#3", "=a#1"]
     assert [item for _, item in table.query("t#runs#j", "=b")] == [{"sk_copy": "=b#2"}]
     assert list(table.query("t#runs#none", consistent=True)) == []
+
+
+def test_add_counts_from_zero_and_races_no_one(table: Table) -> None:
+    assert table.update(KEY, {}, add={"held": 1}, want_new=True) == {"held": 1}
+    table.update(KEY, {"h_a": 9.5}, add={"held": 2, "tat": 0.25})
+    assert table.update(KEY, {}, add={"held": -1}, want_new=True) == {"held": 2, "h_a": 9.5, "tat": 0.25}
+    with pytest.raises(ConditionFailed) as full:
+        table.update(KEY, {}, add={"held": 1}, when=Below("held", 2))
+    assert full.value.item == {"held": 2, "h_a": 9.5, "tat": 0.25}
+
+
+def test_defaults_fill_only_what_is_missing(table: Table) -> None:
+    first = table.update(KEY, {"latest": "a"}, defaults={"first_at": 10.0, "latest": "ignored"}, want_new=True)
+    assert first == {"latest": "a", "first_at": 10.0}
+    second = table.update(KEY, {"latest": "b"}, defaults={"first_at": 20.0}, want_new=True)
+    assert second == {"latest": "b", "first_at": 10.0}
+    assert table.update(KEY, {"latest": "c"}) is None  # nothing returned unless asked
+
+
+def test_at_least(table: Table) -> None:
+    table.update(KEY, {"tat": 5})
+    with pytest.raises(ConditionFailed):
+        table.update(KEY, {}, add={"tat": 1}, when=AtLeast("tat", 5.5))
+    table.update(KEY, {}, add={"tat": 1}, when=AtLeast("tat", 5) & AtMost("tat", 5))
+    assert table.get(KEY) == {"tat": 6}
+    with pytest.raises(ConditionFailed):
+        table.update(("t#rate#none", "-"), {"x": 1}, when=AtLeast("tat", 0))

@@ -261,14 +261,18 @@ class LocalStack:
 
         for queue, config in self.declaration.queues.items():
             # Each runner knows only its queue's types and those they push, as deployed.
-            runner = self.wiring.runner(queue, metrics=metrics, registry=self._registry, rng=random.Random(self._seed))
-            self.runners[queue] = runner
+            def container(queue: str = queue) -> Runner:
+                rng = random.Random(self._seed)
+                return self.wiring.runner(queue, metrics=metrics, registry=self._registry, rng=rng)
+
+            containers = _Containers(container)
+            self.runners[queue] = containers.first
             name = self.declaration.queue_name(queue)
             self.mappings[queue] = EventSourceMapping(
                 self.sqs,
                 self.queue_url(queue),
                 self.queue_arn(queue),
-                runner.handle,
+                containers.handle,
                 batch_size=config.batch_size,
                 function_name=self.declaration.names.runner(queue),
                 timeout_s=config.timeout_s,
@@ -403,6 +407,25 @@ class LocalStack:
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
             )
         return messages
+
+
+class _Containers:
+    """A queue's runner "containers": a batch goes to an idle one, and a batch
+    delivered while every one is busy (a job's own code polling the stack, as
+    a test does to run jobs "at once") gets a new one, as Lambda starts
+    another container rather than run two batches in one."""
+
+    def __init__(self, build: Callable[[], Runner]) -> None:
+        self._build = build
+        self.first = build()
+        self._idle = [self.first]
+
+    def handle(self, event: Any, context: Any = None) -> dict[str, Any]:
+        runner = self._idle.pop() if self._idle else self._build()
+        try:
+            return runner.handle(event, context)
+        finally:
+            self._idle.append(runner)
 
 
 def _no_sleep(_: float) -> None:

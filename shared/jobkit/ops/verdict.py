@@ -41,6 +41,7 @@ class Reason(StrEnum):
     TIMED_OUT = "timed_out"
     NO_ATTEMPT_FINISHED = "no_attempt_finished"
     REDRIVE_POLICY = "redrive_policy"
+    HELD_TOO_LONG = "held_too_long"
     UNKNOWN = "unknown"
 
 
@@ -55,6 +56,10 @@ EXPLANATIONS: dict[str, str] = {
         " before it reported, or its report could not be recorded"
     ),
     Reason.REDRIVE_POLICY: "moved by SQS's redrive policy after failed attempts; the runner did not dead-letter it",
+    Reason.HELD_TOO_LONG: (
+        "held back by its concurrency or rate limit (or a table outage) longer than its max_held_s;"
+        " it never ran: redrive it when the limit allows"
+    ),
     Reason.UNKNOWN: "unknown: nothing the tools can verify says why",
 }
 

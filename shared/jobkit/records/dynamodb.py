@@ -12,7 +12,7 @@ stored as ``S``, ``N`` and ``BOOL``; an attribute set to ``None`` is removed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobkit.records import DedupUnavailable
@@ -21,6 +21,7 @@ from jobkit.records.table import (
     Absent,
     AllOf,
     AnyOf,
+    AtLeast,
     AtMost,
     Below,
     Condition,
@@ -72,13 +73,22 @@ class DynamoDBTable:
         remove: Sequence[str] = (),
         when: Condition | None = None,
         *,
+        add: Mapping[str, int | float] | None = None,
+        defaults: Item | None = None,
         want_old: bool = True,
-    ) -> None:
+        want_new: bool = False,
+    ) -> Item | None:
         names: dict[str, str] = {}
         placeholders: dict[str, AttributeValueTypeDef] = {}
         sets = [f"{_name(names, n)} = {_placeholder(placeholders, v)}" for n, v in values.items() if v is not None]
+        sets += [
+            f"{_name(names, n)} = if_not_exists({_name(names, n)}, {_placeholder(placeholders, v)})"
+            for n, v in (defaults or {}).items()
+            if v is not None and n not in values
+        ]
+        adds = [f"{_name(names, n)} {_placeholder(placeholders, v)}" for n, v in (add or {}).items()]
         removes = [_name(names, n) for n in (*remove, *(n for n, v in values.items() if v is None))]
-        clauses = [("SET", sets), ("REMOVE", removes)]
+        clauses = [("SET", sets), ("ADD", adds), ("REMOVE", removes)]
         expression = " ".join(f"{verb} {', '.join(parts)}" for verb, parts in clauses if parts)
         request: dict[str, Any] = {"Key": _key(key), "UpdateExpression": expression, "ExpressionAttributeNames": names}
         if when is not None:
@@ -87,7 +97,10 @@ class DynamoDBTable:
                 request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         if placeholders:
             request["ExpressionAttributeValues"] = placeholders
-        self._call("update_item", request)
+        if want_new:
+            request["ReturnValues"] = "ALL_NEW"
+        response = self._call("update_item", request)
+        return _item(response.get("Attributes") or {}) if want_new else None
 
     def delete(self, key: Key, when: Condition | None = None) -> bool:
         request: dict[str, Any] = {"Key": _key(key)}
@@ -208,8 +221,8 @@ def _condition(when: Condition, names: dict[str, str], values: dict[str, Attribu
     """A condition as a DynamoDB ConditionExpression."""
     if isinstance(when, Absent):
         return f"attribute_not_exists({_name(names, when.attr)})"
-    if isinstance(when, Equals | Below | AtMost):
-        operator = {Equals: "=", Below: "<", AtMost: "<="}[type(when)]
+    if isinstance(when, Equals | Below | AtMost | AtLeast):
+        operator = {Equals: "=", Below: "<", AtMost: "<=", AtLeast: ">="}[type(when)]
         return f"{_name(names, when.attr)} {operator} {_placeholder(values, when.value)}"
     if isinstance(when, AnyOf | AllOf):
         joiner = " OR " if isinstance(when, AnyOf) else " AND "

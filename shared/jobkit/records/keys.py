@@ -17,8 +17,13 @@ partition key                                sort key                           
 ``{type}#runs#{job id}``                     ``{domain}#final``                          the final attempt
 ``{type}#status#{job id}``                   ``{domain}``                                job status
 ``{type}#defer#{SQS message id}``            ``-``                                       attempts before a deferral
+``{type}#lease#{key}``                       ``-``                                       concurrency leases of a key
+``{type}#rate#{key}``                        ``-``                                       rate-limit bucket of a key
+``{type}#debounce#{key}``                    ``-``                                       debounce window of a key
 ===========================================  ==========================================  =======================
 
+``{key}`` is a flow-control key's value (:meth:`jobkit.flow.options.FlowKey.value`):
+``*`` for the whole type, ``-`` for none, ``={value}`` otherwise.
 ``{domain}`` is ``-`` for a job without a domain and ``={domain}`` otherwise,
 so no domain can be mistaken for "none". Type names and job IDs never contain
 ``#`` (the wire format forbids it), so a key reads back unambiguously. A job's
@@ -42,6 +47,9 @@ class Kind(StrEnum):
     RUNS = "runs"
     STATUS = "status"
     DEFERRAL = "defer"
+    LEASES = "lease"
+    RATE = "rate"
+    DEBOUNCE = "debounce"
 
 
 def partition_key(job_type: str, kind: Kind, name: str) -> str:

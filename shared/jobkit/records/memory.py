@@ -5,8 +5,9 @@ run the record store over both)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
+from jobkit.records import DedupUnavailable
 from jobkit.records.store import Records
 from jobkit.records.table import Condition, ConditionFailed, Item, Key, Value
 
@@ -39,18 +40,30 @@ class MemoryTable:
         remove: Sequence[str] = (),
         when: Condition | None = None,
         *,
+        add: Mapping[str, int | float] | None = None,
+        defaults: Item | None = None,
         want_old: bool = True,
-    ) -> None:
+        want_new: bool = False,
+    ) -> Item | None:
         with self._lock:
             self.requests += 1
             found = self.items.get(key)
             if when is not None and not when.holds(found or {}):
                 raise ConditionFailed(dict(found) if found is not None and want_old else None)
             updated = dict(found or {})
+            for name, value in (defaults or {}).items():
+                if updated.get(name) is None:
+                    updated[name] = value
             updated.update(values)
+            for name, amount in (add or {}).items():
+                current = updated.get(name)
+                if current is not None and (not isinstance(current, int | float) or isinstance(current, bool)):
+                    raise DedupUnavailable(f"cannot add to {name!r}: it holds {type(current).__name__}")
+                updated[name] = (current or 0) + amount
             for name in remove:
                 updated.pop(name, None)
             self.items[key] = _present(updated)
+            return dict(self.items[key]) if want_new else None
 
     def delete(self, key: Key, when: Condition | None = None) -> bool:
         with self._lock:

@@ -77,6 +77,18 @@ class AtMost(Condition):
 
 
 @dataclass(frozen=True)
+class AtLeast(Condition):
+    """``attr >= value``."""
+
+    attr: str
+    value: int | float
+
+    def holds(self, item: Item) -> bool:
+        found = item.get(self.attr)
+        return isinstance(found, int | float) and not isinstance(found, bool) and found >= self.value
+
+
+@dataclass(frozen=True)
 class AnyOf(Condition):
     parts: tuple[Condition, ...]
 
@@ -120,11 +132,19 @@ class Table(Protocol):
         remove: Sequence[str] = (),
         when: Condition | None = None,
         *,
+        add: Mapping[str, int | float] | None = None,
+        defaults: Item | None = None,
         want_old: bool = True,
-    ) -> None:
+        want_new: bool = False,
+    ) -> Item | None:
         """Set ``values`` and remove attributes of the item at ``key`` (creating it), if
         ``when`` holds. Raises :class:`ConditionFailed`, carrying the item it
-        lost to if ``want_old``."""
+        lost to if ``want_old``.
+
+        ``add`` adds to numbers (an absent number counts as 0), atomically, so
+        writers that do not know the current value do not race; ``defaults``
+        sets attributes the item lacks and leaves the others as they are.
+        Returns the item as the write left it if ``want_new`` (else ``None``)."""
         ...
 
     def delete(self, key: Key, when: Condition | None = None) -> bool:

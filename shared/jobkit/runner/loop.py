@@ -85,7 +85,8 @@ class Runner:
         self._registry = registry or JobRegistry(declaration)
         self._attempts = Attempts(dedup)
         self._failures = Failures(self.queue, queues, dedup, self._clock, rng or random.Random())
-        kit = StageKit(self.queue, queues, self._clock, dedup, metrics, group_factory)
+        job_types = tuple(declaration.types[name] for name in self.queue.types)
+        kit = StageKit(self.queue, queues, self._clock, dedup, metrics, group_factory, job_types)
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
         self._hooks = _Hooks(self.stages)
 

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from jobkit.dedup import DedupStore
 from jobkit.outcome import Outcome, RecordResult
-from jobkit.runner.delivery import Delivery, QueuePort
+from jobkit.runner.delivery import Delivery, QueuePort, string_attribute_of
 from jobkit.runner.failures import Failures
-from jobkit.sqs import DEFERRED_ATTRIBUTE, ENQUEUED_AT_ATTRIBUTE, number_attribute, string_attribute
+from jobkit.sqs import (
+    DEBOUNCE_ATTRIBUTE,
+    DEFERRED_ATTRIBUTE,
+    ENQUEUED_AT_ATTRIBUTE,
+    number_attribute,
+    string_attribute,
+)
+
+if TYPE_CHECKING:
+    from jobkit.sqs.attributes import AttributeValue
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +40,21 @@ class Requeue:
         self._dedup = dedup
         self._failures = failures
 
-    def __call__(self, delivery: Delivery, delay_s: int, outcome: Outcome, why: str) -> RecordResult:
+    def __call__(
+        self,
+        delivery: Delivery,
+        delay_s: int,
+        outcome: Outcome,
+        why: str,
+        attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> RecordResult:
+        """Send the job again in ``delay_s`` seconds, with the runner's
+        ``attributes`` besides its own. A job registered with its debounce key
+        stays registered (the attribute is carried)."""
         used = delivery.attempt - 1
-        attributes = {ENQUEUED_AT_ATTRIBUTE: number_attribute(delivery.spec.enqueued_at or 0.0)}
+        attributes = {ENQUEUED_AT_ATTRIBUTE: number_attribute(delivery.spec.enqueued_at or 0.0), **(attributes or {})}
+        if DEBOUNCE_ATTRIBUTE not in attributes and string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE):
+            attributes[DEBOUNCE_ATTRIBUTE] = string_attribute("1")
         if used and self._dedup is not None:
             attributes[DEFERRED_ATTRIBUTE] = string_attribute("1")
         try:

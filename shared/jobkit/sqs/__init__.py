@@ -8,8 +8,10 @@ at import time, and nothing imports botocore until a request is made.
 from __future__ import annotations
 
 from jobkit.sqs.attributes import (
+    DEBOUNCE_ATTRIBUTE,
     DEFERRED_ATTRIBUTE,
     ENQUEUED_AT_ATTRIBUTE,
+    HELD_ATTRIBUTE,
     TYPE_ATTRIBUTE,
     DeadLetterReason,
     dead_letter_copy,
@@ -46,8 +48,10 @@ from jobkit.sqs.receive import new_messages, receive_messages
 from jobkit.sqs.transport import SqsPushTransport
 
 __all__ = [
+    "DEBOUNCE_ATTRIBUTE",
     "DEFERRED_ATTRIBUTE",
     "ENQUEUED_AT_ATTRIBUTE",
+    "HELD_ATTRIBUTE",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_ENTRIES",
     "MAX_DELAY_S",

@@ -25,6 +25,17 @@ DEFERRED_ATTRIBUTE = "jobkit.deferred"
 #: :func:`jobkit.runner.delivery.enqueued_at`), since the copy's own send time is later.
 ENQUEUED_AT_ATTRIBUTE = "jobkit.enqueuedAt"
 
+#: The attribute of a copy the runner sent again after registering it with
+#: its debounce key: on its return it claims the run rather than registering.
+#: A sender that sets it gains nothing: a job is debounced only by a record
+#: of a job enqueued after it.
+DEBOUNCE_ATTRIBUTE = "jobkit.debounce"
+
+#: The attribute of a copy that a concurrency or rate limit held back: how
+#: many times, and since when ("3 1732272000.5"), for the backoff and for
+#: ``max_held_s``. A sender that sets it can only make its own job wait longer.
+HELD_ATTRIBUTE = "jobkit.held"
+
 #: The message attribute every jobkit message carries, so ops tools can filter
 #: by type without parsing bodies.
 TYPE_ATTRIBUTE = "JobType"
@@ -78,7 +89,7 @@ def binary_value(attribute: Mapping[str, Any]) -> bytes:
 class DeadLetterReason:
     """Why a message was dead-lettered by the runner (attached as message attributes)."""
 
-    kind: str  # "poison", "non_retryable", "attempts_exhausted"
+    kind: str  # "poison", "non_retryable", "attempts_exhausted", "held_too_long", "internal_error"
     error_class: str
     message: str
     attempts: int

@@ -11,18 +11,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
-from jobkit.config import QueueConfig
+from jobkit.config import JobType, QueueConfig
 from jobkit.dedup import DedupStore
+from jobkit.flow.debounce import DebounceWindows
+from jobkit.flow.leases import Leases
+from jobkit.flow.tokens import TokenBuckets
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import MetricsPort, QueuePort
 from jobkit.runner.failures import Failures
+from jobkit.runner.hold import Hold
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage
+from jobkit.runner.stages.concurrency import Concurrency
+from jobkit.runner.stages.debounce import DebounceStage
 from jobkit.runner.stages.dedup import Dedup
 from jobkit.runner.stages.final_attempt import FinalAttempt
 from jobkit.runner.stages.job_instance import JobInstance
 from jobkit.runner.stages.last_attempt import PastLastAttempt
 from jobkit.runner.stages.metrics import Metrics
+from jobkit.runner.stages.rate_limit import RateLimited
 from jobkit.runner.stages.release import DelayHop
 from jobkit.runner.stages.status import Status
 from jobkit.runner.stages.watchdog import DeadlineWatchdog, Watchdog
@@ -41,6 +48,7 @@ class StageKit:
     dedup: DedupStore | None = None
     metrics: MetricsPort | None = None
     group_factory: Callable[[str | None], QueueGroup] | None = None
+    job_types: tuple[JobType, ...] = ()  # the queue's types, for the stages their options call for
 
 
 def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
@@ -57,8 +65,17 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
         Status(kit.dedup.backend if kit.dedup else None, kit.clock),
         JobInstance(failures, kit.group_factory),
     ]
+    hold = Hold(kit.clock, requeue, failures)
+    if kit.dedup is not None and any(t.debounce is not None for t in kit.job_types):
+        windows = DebounceWindows(kit.dedup.backend.table)
+        stages.append(DebounceStage(windows, kit.clock, requeue, hold, kit.dedup.parallel))
     if kit.dedup is not None:
         stages.append(Dedup(kit.dedup, kit.clock, requeue, failures))
+    # the limits come last among the stages that may stop a job: a job they admit runs
+    if kit.dedup is not None and any(t.concurrency is not None for t in kit.job_types):
+        stages.append(Concurrency(Leases(kit.dedup.backend.table), kit.clock, hold, kit.dedup.parallel))
+    if kit.dedup is not None and any(t.rate_limit is not None for t in kit.job_types):
+        stages.append(RateLimited(TokenBuckets(kit.dedup.backend.table), kit.clock, hold, kit.dedup.parallel))
     record_failure = kit.dedup.record_failure if kit.dedup is not None else _no_record
     stages += [
         FinalAttempt(attempts),

@@ -1,0 +1,65 @@
+"""Holding a job back: what a concurrency or rate limit does with a job over
+its limit (and a limit that cannot reach the jobs table, when it fails closed).
+
+The job is sent again with a delay, which is not an attempt: at least the
+time the limit says it must wait, and a backoff that doubles with each hold
+(1, 2, 4 ... 60 s), with up to half of it again at random, so that jobs held
+together do not come back together. A job held back longer than its type's
+``max_held_s`` since it was first held is dead-lettered with the reason
+``held_too_long``: a limit that starves a type shows in the DLQ, not as jobs
+circling forever.
+"""
+
+from __future__ import annotations
+
+import math
+
+from jobkit.clock import Clock
+from jobkit.errors import HeldTooLong
+from jobkit.outcome import Outcome, RecordResult
+from jobkit.runner.delivery import Delivery, string_attribute_of
+from jobkit.runner.failures import Failures
+from jobkit.runner.requeue import Requeue
+from jobkit.sqs import HELD_ATTRIBUTE, string_attribute
+
+#: The longest backoff between holds: a held job checks its limit at least this often.
+MAX_BACKOFF_S = 60
+#: SQS's longest delay.
+MAX_DELAY_S = 900
+
+
+class Hold:
+    def __init__(self, clock: Clock, requeue: Requeue, failures: Failures) -> None:
+        self._clock = clock
+        self._requeue = requeue
+        self._failures = failures
+
+    def __call__(self, delivery: Delivery, wait_s: float | None, why: str) -> RecordResult:
+        """Defer ``delivery`` for at least ``wait_s`` (``None``: unknown), or dead-letter it."""
+        now = self._clock.now()
+        count, since = held_before(delivery, now)
+        held_s = now - since
+        if held_s >= delivery.job_type.max_held_s:
+            error = HeldTooLong(
+                f"held back for {held_s:.0f} s, over the type's max_held_s of {delivery.job_type.max_held_s}: {why}"
+            )
+            return self._failures.dead_letter(delivery, "held_too_long", error, str(error), {"reason": why})
+        backoff = min(MAX_BACKOFF_S, 2**count)
+        delay = max(wait_s or 0.0, backoff) * (1 + 0.5 * self._failures.rng.random())
+        delay_s = max(1, min(MAX_DELAY_S, math.ceil(delay)))
+        attributes = {HELD_ATTRIBUTE: string_attribute(f"{count + 1} {since!r}")}
+        return self._requeue(delivery, delay_s, Outcome.LIMITED, why, attributes)
+
+
+def held_before(delivery: Delivery, now: float) -> tuple[int, float]:
+    """How many times the job was held, and since when: ``(0, now)`` for a job
+    never held. A garbled or future value (a sender's, or a skewed clock) counts from now."""
+    text = string_attribute_of(delivery.record, HELD_ATTRIBUTE)
+    try:
+        count_text, since_text = (text or "").split()
+        count, since = int(count_text), float(since_text)
+    except ValueError:
+        return 0, now
+    if not (0 <= count <= 10_000) or not math.isfinite(since) or since > now:
+        return 0, now
+    return count, since

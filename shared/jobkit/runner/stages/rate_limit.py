@@ -1,0 +1,93 @@
+"""Keyed rate limits: at most R jobs a second with the same key start, with
+bursts of B (:mod:`jobkit.flow.tokens`).
+
+The batch takes the tokens each key needs in one request per key, all keys
+at once. The jobs of a key that got fewer tokens than it has jobs run in the
+batch's order up to the tokens; the rest are held back
+(:mod:`jobkit.runner.hold`) for at least the time their tokens take to come,
+spaced one token apart. When the jobs table cannot be reached, the type's
+``if_unavailable`` decides: ``defer`` (the default) or ``run``.
+
+A token is spent when the limit admits the job: this stage is the last that
+can stop a job, so a job that takes a token runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from jobkit.clock import Clock
+from jobkit.flow.tokens import Grant, TokenBuckets
+from jobkit.outcome import RecordResult
+from jobkit.parallel import Parallel
+from jobkit.records import DedupUnavailable
+from jobkit.runner.delivery import Delivery
+from jobkit.runner.hold import Hold
+from jobkit.runner.stage import Later, Stage
+
+log = logging.getLogger(__name__)
+
+Group = tuple[str, str]  # (job type, key value)
+
+
+class RateLimited(Stage):
+    def __init__(self, buckets: TokenBuckets, clock: Clock, hold: Hold, parallel: Parallel) -> None:
+        self._buckets = buckets
+        self._clock = clock
+        self._hold = hold
+        self._parallel = parallel
+
+    def admit_batch(self, deliveries: Sequence[Delivery]) -> list[RecordResult | Later | None]:
+        groups: dict[Group, list[int]] = {}
+        for index, delivery in enumerate(deliveries):
+            group = _group(delivery)
+            if group is not None:
+                groups.setdefault(group, []).append(index)
+        answers: list[RecordResult | Later | None] = [None] * len(deliveries)
+        keys = list(groups)
+        grants = self._parallel.map(lambda group: self._take(deliveries[groups[group][0]], len(groups[group])), keys)
+        for group, grant in zip(keys, grants, strict=True):
+            for position, index in enumerate(groups[group]):
+                answers[index] = self._answer(deliveries[index], group, grant, position)
+        return answers
+
+    def admit(self, delivery: Delivery) -> RecordResult | None:
+        group = _group(delivery)
+        if group is None:
+            return None
+        return self._answer(delivery, group, self._take(delivery, 1), 0)
+
+    def _take(self, delivery: Delivery, wanted: int) -> Grant | DedupUnavailable:
+        limit = delivery.job_type.rate_limit
+        assert limit is not None
+        try:
+            return self._buckets.take(
+                delivery.spec.type, limit.key.value(delivery.spec), limit, wanted, now=self._clock.now()
+            )
+        except DedupUnavailable as exc:
+            return exc
+
+    def _answer(
+        self, delivery: Delivery, group: Group, grant: Grant | DedupUnavailable, position: int
+    ) -> RecordResult | None:
+        limit = delivery.job_type.rate_limit
+        assert limit is not None
+        shown = limit.key.shown(group[1])
+        if isinstance(grant, Grant):
+            if position < grant.granted:
+                return None
+            wait_s = grant.wait_s + (position - grant.granted) / limit.per_second
+            return self._hold(delivery, wait_s, f"rate limit {limit.per_second:g}/s reached for {shown}")
+        log.warning("rate limit not checked: %s", grant, extra=delivery.keys)
+        if limit.if_unavailable == "run":
+            delivery.dedup_unavailable = True
+            return None
+        return self._hold(delivery, None, f"rate limit for {shown} not checked: the jobs table is unavailable")
+
+
+def _group(delivery: Delivery) -> Group | None:
+    limit = delivery.job_type.rate_limit
+    if limit is None:
+        return None
+    return delivery.spec.type, limit.key.value(delivery.spec)
