@@ -58,6 +58,18 @@ BUDGETS = [
     ),
     # its claims together, then each success marked done before the next job starts
     Budget("DynamoDB round trips per batch of 10 deliver_once jobs", "round trips", 11, _trips("deliver_once")),
+    Budget(
+        "DynamoDB requests per rate-limited job, a batch of one key",
+        "requests",
+        0.2,
+        lambda r: r["flow"]["cases"]["rate limit, one key, under the limit"]["dynamodb_requests_per_job"],
+    ),
+    Budget(
+        "DynamoDB requests per concurrency-limited job, a batch of one key",
+        "requests",
+        0.2,
+        lambda r: r["flow"]["cases"]["concurrency, one key per batch"]["dynamodb_requests_per_job"],
+    ),
     Budget("INFO lines per successful job", "lines", 1, lambda r: r["cost"]["assumptions"]["info_lines_per_job"]),
     Budget(
         "log bytes per successful job (JSON log and EMF)",

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_coldstart
 import bench_fanout
+import bench_flow_control
 import bench_push
 import bench_round_trips
 import bench_runner
@@ -53,6 +54,7 @@ def main() -> None:
     results["round_trips"] = bench_round_trips.run(3 if args.small else 50)
     results["fanout"] = bench_fanout.run(500 if args.small else 10_000)
     results["coldstart"] = bench_coldstart.run(2 if args.small else 21)
+    results["flow"] = bench_flow_control.run(200 if args.small else 1_000)
     results["cost"] = cost_model.run(results["runner"], results["round_trips"])
     if args.small:
         results["local_depth"] = local_stack_depth.run((250, 1_000), sample=200, plain_moto_depths=())
@@ -142,6 +144,20 @@ def render(r: dict[str, Any]) -> str:
         lines.append(
             f"| Powertools BatchProcessor + Idempotency: {name} | {f['dynamodb_requests_per_job']:.3g} | "
             f"{f['cpu_us_per_job']:,.0f} µs | |"
+        )
+    flow = r["flow"]
+    lines += [
+        "",
+        f"**Flow control** (per job pushed, {flow['jobs']:,} jobs a case, batches of 10; SQS sends are the "
+        "runner's own: delay hops and held jobs; the event source mapping's receives and deletes are not counted):",
+        "",
+        "| case | DynamoDB requests / job | SQS sends / job | ran / debounced | held (times) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, f in flow["cases"].items():
+        lines.append(
+            f"| {name} | {f['dynamodb_requests_per_job']:.3g} | {f['sqs_sends_per_job']:.3g} | "
+            f"{f['ran']:,} / {f['debounced']:,} | {f['held']:,} |"
         )
     fan = r["fanout"]
     cold = r["coldstart"]

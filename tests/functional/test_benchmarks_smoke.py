@@ -25,6 +25,9 @@ def test_the_benchmarks_run_and_write_results(tmp_path: Path) -> None:
     assert results["push"]["results"]["jobkit push()"]["sqs_requests_per_job"] <= 0.1
     assert results["runner"]["jobkit"]["plain"]["dynamodb_requests_per_job"] == 0
     assert set(results["cost"]["dollars_per_million_jobs"]) == set(results["runner"]["jobkit"])
+    flow = results["flow"]["cases"]
+    assert flow["rate limit, one key, under the limit"]["dynamodb_requests_per_job"] <= 0.2
+    assert flow["debounce, ten jobs of one key per batch"]["debounced"] == 180
     text = readme.read_text()
     assert text.startswith("before\n<!-- bench:start -->\n") and text.endswith("<!-- bench:end -->\nafter\n")
     assert "STALE TABLE" not in text and "SQS requests / job" in text

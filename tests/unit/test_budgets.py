@@ -33,6 +33,12 @@ def results(**overrides: Any) -> dict[str, Any]:
         "coldstart": {"import_and_build_vs_powertools": 0.4, "import_and_build_ratio": 0.5},
         "local_depth": {"push_ms_per_job_at_100k": 1.0, "drain_ms_per_job_at_100k": 1.5},
         "soak": {"jobs": 50_000, "wall_s": 150.0},
+        "flow": {
+            "cases": {
+                "rate limit, one key, under the limit": {"dynamodb_requests_per_job": 0.1},
+                "concurrency, one key per batch": {"dynamodb_requests_per_job": 0.2},
+            }
+        },
     }
     figures.update(overrides)
     return figures
@@ -49,6 +55,17 @@ def test_a_figure_over_its_limit_is_missed() -> None:
     listed = budgets.evaluate(results(soak={"jobs": 50_000, "wall_s": 406.0}))
     [miss] = budgets.missed(listed)
     assert miss["name"].startswith("make soak") and miss["value"] == 406.0 and miss["limit"] == 180
+
+
+def test_a_flow_control_figure_over_its_limit_is_missed() -> None:
+    flow = {
+        "cases": {
+            "rate limit, one key, under the limit": {"dynamodb_requests_per_job": 1.0},
+            "concurrency, one key per batch": {"dynamodb_requests_per_job": 0.2},
+        }
+    }
+    [miss] = budgets.missed(budgets.evaluate(results(flow=flow)))
+    assert miss["name"].startswith("DynamoDB requests per rate-limited job") and miss["limit"] == 0.2
 
 
 def test_a_budget_this_run_did_not_measure_is_left_out() -> None:

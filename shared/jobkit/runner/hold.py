@@ -2,9 +2,9 @@
 its limit (and a limit that cannot reach the jobs table, when it fails closed).
 
 The job is sent again with a delay, which is not an attempt: at least the
-time the limit says it must wait, and a backoff that doubles with each hold
-(1, 2, 4 ... 60 s), with up to half of it again at random, so that jobs held
-together do not come back together. A job held back longer than its type's
+time the limit says it must wait, and at most a backoff that doubles with
+each hold (2, 4, 8 ... 60 s), at random in between ("full jitter"), so that
+jobs held together come back spread out rather than together. A job held back longer than its type's
 ``max_held_s`` since it was first held is dead-lettered with the reason
 ``held_too_long``: a limit that starves a type shows in the DLQ, not as jobs
 circling forever.
@@ -44,8 +44,11 @@ class Hold:
                 f"held back for {held_s:.0f} s, over the type's max_held_s of {delivery.job_type.max_held_s}: {why}"
             )
             return self._failures.dead_letter(delivery, "held_too_long", error, str(error), {"reason": why})
-        backoff = min(MAX_BACKOFF_S, 2**count)
-        delay = max(wait_s or 0.0, backoff) * (1 + 0.5 * self._failures.rng.random())
+        # "full jitter": anywhere from the limit's own wait up to a backoff that doubles
+        # with each hold, so jobs held together spread out and keep coming back
+        wait = wait_s or 0.0
+        ceiling = max(wait, min(MAX_BACKOFF_S, 2 ** min(count + 1, 16)))
+        delay = wait + (ceiling - wait) * self._failures.rng.random()
         delay_s = max(1, min(MAX_DELAY_S, math.ceil(delay)))
         attributes = {HELD_ATTRIBUTE: string_attribute(f"{count + 1} {since!r}")}
         return self._requeue(delivery, delay_s, Outcome.LIMITED, why, attributes)
