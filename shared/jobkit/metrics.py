@@ -15,9 +15,11 @@ metric                      unit          what
 ``Poisoned``                Count         unparseable or unresolvable messages (also in DeadLettered)
 ``Duplicate``               Count         skipped: an identical later run succeeded
 ``Superseded``              Count         skipped: a newer root job replaced the leaf
-``Deferred``                Count         re-enqueued while an identical job ran
+``Deferred``                Count         re-enqueued while an identical job ran, or held back (Limited)
 ``Delayed``                 Count         re-enqueued until the release time (delay hops)
 ``Redelivered``             Count         skipped: a deliver_once job that already ran
+``Debounced``               Count         skipped: a job with its debounce key pushed later owns the run
+``Limited``                 Count         held back by a concurrency or rate limit (also in Deferred)
 ``DedupStoreUnavailable``   Count         jobs run without the dedup store (fail-open)
 ==========================  ============  ===============================================
 

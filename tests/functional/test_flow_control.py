@@ -4,11 +4,17 @@ does when the table fails. docs/flow-control.md states the semantics."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import Any
 
+import click
 import pytest
+from click.testing import CliRunner
 
 from jobkit import JobSpecification
+from jobkit.cli.config import CliConfig
+from jobkit.cli.ops import register_ops_commands
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, load_declaration
 from jobkit.flow.leases import Leases
@@ -109,6 +115,11 @@ def test_a_job_held_longer_than_max_held_s_is_dead_lettered_with_the_reason(flow
     # the runner's own record says why, for the DLQ tools
     (failure,) = flow.records.runs("heldShort", job.id, 5, "enwiki")["enwiki"].failures
     assert failure.dead_letter_reason == "held_too_long"
+    # and the DLQ tools show it as the verified reason, explained
+    flow.clock.advance(1)  # moto shows a message again once the clock has passed its visibility
+    (listed,) = _dlq_list(flow, "heldShort")
+    assert (listed["reason"], listed["verified"]) == ("held_too_long", True)
+    assert "max_held_s" in listed["explanation"]
 
 
 def test_a_limit_fails_closed_by_default_and_open_when_declared(flow: LocalStack) -> None:
@@ -127,6 +138,16 @@ def test_a_limit_fails_closed_by_default_and_open_when_declared(flow: LocalStack
     assert fault.remaining == 0
     assert sorted(job_id for _, job_id, _ in flowjobs.RUNS) == sorted([closed.id, opened.id])
     assert nothing_left(flow)
+
+
+def _dlq_list(stack: LocalStack, target: str) -> list[dict[str, Any]]:
+    group = click.Group("jobkit")
+    register_ops_commands(group)
+    config = CliConfig(config_path=FIXTURES / "flow.toml", clock=stack.clock)
+    result = CliRunner().invoke(group, ["dlq", "list", target, "--json"], obj=config, env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    messages: list[dict[str, Any]] = json.loads(result.stdout)["messages"]
+    return messages
 
 
 # -- rate limits --------------------------------------------------------------------------------

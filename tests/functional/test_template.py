@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from jobkit import JobSpecification
 from jobkit.cli import main
 from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, parse_declaration
+from jobkit.config import Declaration, load_declaration, parse_declaration
 from jobkit.errors import ConfigError
 from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
@@ -23,7 +23,7 @@ from jobkit.outcome import Outcome
 from jobkit.records.keys import Kind, partition_key
 from jobkit.template import LOG_RETENTION_DAYS, build, load_extra, logical_id, render
 
-from conftest import ROOT, START
+from conftest import FIXTURES, ROOT, START
 
 TEMPLATE = ROOT / "template.yaml"
 CONSUME = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
@@ -285,3 +285,71 @@ def test_jobs_run_through_the_resources_the_template_created(template_stack: Loc
     records = template_stack.dynamodb.scan(TableName=template_stack.stack_outputs["JobsTableName"])["Items"]
     assert any(item["pk"]["S"].startswith(partition_key("refreshLinks", Kind.DUPLICATE, "")) for item in records)
     assert any(item["pk"]["S"].startswith(partition_key("refreshLinks", Kind.RUNS, "")) for item in records)
+
+
+# -- flow control: the limit alarm; the busiest-domains rules --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def flow_template() -> dict[str, Any]:
+    return build(load_declaration(FIXTURES / "flow.toml"))
+
+
+def test_a_limited_type_has_an_alarm_on_a_limit_that_starves_it(flow_template: dict[str, Any]) -> None:
+    alarms = resources(flow_template, "AWS::CloudWatch::Alarm")
+    starved = {name.removesuffix("LimitStarvesAlarm") for name in alarms if name.endswith("LimitStarvesAlarm")}
+    # the types with a concurrency or rate limit; not the debounced ones
+    assert starved == {"Limited", "LimitedOpen", "HeldShort", "Rated", "RatedOpen", "Everything"}
+    properties = alarms["RatedLimitStarvesAlarm"]["Properties"]
+    assert properties["Namespace"] == "jobkit-flow" and properties["MetricName"] == "Limited"
+    assert properties["Dimensions"] == [{"Name": "JobType", "Value": "rated"}]
+    assert (properties["Statistic"], properties["Period"]) == ("Sum", 60)
+    assert (properties["EvaluationPeriods"], properties["DatapointsToAlarm"]) == (15, 15)
+    assert properties["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert properties["Threshold"] == {"Ref": "LimitedAlarmPerMinute"}
+    assert properties["TreatMissingData"] == "notBreaching"
+    assert flow_template["Parameters"]["LimitedAlarmPerMinute"]["Default"] == 10
+    # the example declaration has no limit: neither the alarm nor its (unused) parameter
+    example = load_template(TEMPLATE)
+    assert "LimitedAlarmPerMinute" not in example["Parameters"]
+    assert not [n for n in example["Resources"] if n.endswith("LimitStarvesAlarm")]
+
+
+def test_the_dashboard_shows_debounced_jobs_and_holds_of_limited_types(flow_template: dict[str, Any]) -> None:
+    body = json.loads(flow_template["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"])
+    jobs = {
+        w["properties"]["title"]: w["properties"]["metrics"]
+        for w in body["widgets"]
+        if "jobs" in w["properties"]["title"]
+    }
+    assert ["jobkit-flow", "Debounced", "JobType", "debounced"] in jobs["debounced: jobs"]
+    assert ["jobkit-flow", "Limited", "JobType", "rated"] in jobs["rated: jobs"]
+    assert not any(m[1] == "Limited" for m in jobs["debounced: jobs"])
+
+
+def test_each_queue_has_a_rule_that_counts_its_succeeded_jobs_by_domain(translated: dict[str, Any]) -> None:
+    rules = resources(translated, "AWS::CloudWatch::InsightRule")
+    assert set(rules) == {"EnotifNotifyDomainsRule", "HtmlCacheUpdateDomainsRule", "RefreshLinksDomainsRule"}
+    rule = rules["RefreshLinksDomainsRule"]
+    assert rule["DependsOn"] == "RefreshLinksRunnerLogGroup"
+    properties = rule["Properties"]
+    assert properties["RuleName"] == {"Fn::Sub": "${Prefix}-domains-refreshLinks"}
+    assert properties["RuleState"] == "ENABLED"
+    body = json.loads(properties["RuleBody"]["Fn::Sub"])
+    assert body == {
+        "Schema": {"Name": "CloudWatchLogRule", "Version": 1},
+        "LogGroupNames": ["/aws/lambda/${Prefix}-runner-refreshLinks"],  # the runner's log group, by name
+        "LogFormat": "JSON",
+        "Contribution": {
+            "Keys": ["$.job_type", "$.domain"],
+            "Filters": [{"Match": "$.run_time_ms", "IsPresent": True}],
+        },
+        "AggregateOn": "Count",
+    }
+    log_group = translated["Resources"]["RefreshLinksRunnerLogGroup"]["Properties"]["LogGroupName"]
+    assert log_group == {"Fn::Sub": "/aws/lambda/${Prefix}-runner-refreshLinks"}
+
+
+def test_cfn_lint_is_clean_on_a_flow_control_template(flow_template: dict[str, Any]) -> None:
+    translated = translate(flow_template, parameters={"Prefix": "flow"})
+    assert [str(m) for m in lint(json.dumps(translated), config=ManualArgs(regions=["us-east-1"]))] == []

@@ -287,6 +287,16 @@ class JobModel(RuleBasedStateMachine):
             if gap:
                 self.clock.advance(1)
 
+    @rule(key=st.sampled_from(["a", "b"]), scripts=st.lists(SCRIPTS, min_size=1, max_size=4))
+    def push_limited(self, key: str, scripts: list[dict[str, Any]]) -> None:
+        self._push([JobSpecification("limited", {"key": key, "script": s, "n": n}) for n, s in enumerate(scripts)])
+
+    @rule(key=st.sampled_from(["a", "b"]), scripts=st.lists(SCRIPTS, min_size=1, max_size=3), gap=st.integers(0, 4))
+    def push_debounced(self, key: str, scripts: list[dict[str, Any]], gap: int) -> None:
+        for n, script in enumerate(scripts):
+            self._push([JobSpecification("debounced", {"key": key, "script": script, "n": n})])
+            self.clock.advance(gap)
+
     @rule(script=SCRIPTS, delay=DELAYS)
     def push_once(self, script: dict[str, Any], delay: int | None) -> None:
         self._push([JobSpecification("once", {"script": script}, delay=delay)])
@@ -531,6 +541,7 @@ class JobModel(RuleBasedStateMachine):
             if key not in self.lost and key not in self.redriven:
                 self._check_script(spec, fate)
         self._check_duplicates(evidence)
+        self._check_debounces(evidence)
         self._check_supersessions()
         self._check_redeliveries(evidence)
         self._check_release_times()
@@ -562,7 +573,10 @@ class JobModel(RuleBasedStateMachine):
     def _check_dead_letter(self, message: dict[str, Any], fate: Fate, disturbed: set[str]) -> None:
         attributes = reason(message)
         if attributes:
-            assert attributes["jobkit.reason"] in {"non_retryable", "attempts_exhausted"}, attributes
+            allowed = {"non_retryable", "attempts_exhausted"}
+            if fate.key.startswith("limited/"):
+                allowed.add("held_too_long")  # a table outage outlasted max_held_s
+            assert attributes["jobkit.reason"] in allowed, attributes
             assert attributes["jobkit.errorClass"] and attributes["jobkit.error"], attributes
             return
         # Moved by SQS's redrive policy: only where the runner could not act.
@@ -572,8 +586,12 @@ class JobModel(RuleBasedStateMachine):
 
     def _check_script(self, spec: JobSpecification, fate: Fate) -> None:
         """An undisturbed job ends as its script says (unless de-duplicated)."""
-        if fate.category in (Category.DUPLICATE, Category.SUPERSEDED):
+        if fate.category in (Category.DUPLICATE, Category.SUPERSEDED, Category.DEBOUNCED):
             return
+        if {reason(m).get("jobkit.reason") for m in fate.dead_letters} == {"held_too_long"}:
+            again = self.lost | self.copied | self.crashed | self.children | set(self.redriven)
+            assert not fate.runs or fate.key in again, f"held too long, yet ran: {fate.describe()}"
+            return  # a table outage outlasted max_held_s: it never ran, and the DLQ says why
         script = spec.params.get("script") or {}
         limit = DECLARATION.types[spec.type].max_attempts
         failing = {*script.get("crash", ()), *script.get("fail_after_push", ())}
@@ -607,6 +625,26 @@ class JobModel(RuleBasedStateMachine):
                     f"dropped as a duplicate with no twin that started after {enqueued} and succeeded: "
                     f"{evidence[job].describe()}"
                 )
+
+    def _check_debounces(self, evidence: dict[str, Fate]) -> None:
+        """A debounced job has a job with its type and key, enqueued no earlier
+        (give or take a push's retries), that was not itself debounced: it ran,
+        or was de-duplicated or dead-lettered for its own reason."""
+        sent = self.h.sent.specs
+        for result in self.h.stack.results.results:
+            if result.outcome is not Outcome.DEBOUNCED:
+                continue
+            job = by_job(result.job_type, result.domain, result.job_id or "")
+            spec, enqueued = sent[job], min(self.h.sent.enqueue_times[job])
+            owners = [
+                fate.describe()
+                for key, other in sent.items()
+                if other.type == spec.type  # (another delivery of the job itself may be what ran)
+                and other.params.get("key") == spec.params.get("key")
+                and max(self.h.sent.enqueue_times[key]) >= enqueued - 30
+                and (fate := evidence[key]).category not in (Category.DEBOUNCED, Category.LOST)
+            ]
+            assert owners, f"debounced with no later job of its key that owns the run: {evidence[job].describe()}"
 
     def _check_supersessions(self) -> None:
         """A superseded job has a newer root timestamp of the same type, domain and

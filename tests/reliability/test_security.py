@@ -21,7 +21,7 @@ from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
 from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
-from jobkit.records.keys import Kind, own_records_pattern, partition_key, root_records_pattern
+from jobkit.records.keys import Kind, kinds_used, partition_key, root_records_pattern, runner_records_patterns
 from jobkit.registry import JobRegistry
 from jobkit.template import CHECKOV_SKIPS, build, logical_id
 
@@ -43,7 +43,14 @@ CROSS_QUEUE = {
     "types": {
         "edit": {"class": "m:Edit", "pushes": ["refreshLinks", "htmlCacheUpdate", "edit"]},
         "refresh": {"class": "m:Refresh", "queue": "lowTraffic", "pushes": ["refreshLinks"]},
-        "purge": {"class": "m:Purge", "queue": "lowTraffic"},
+        "purge": {"class": "m:Purge", "queue": "lowTraffic", "concurrency": {"limit": 2}, "track_status": True},
+        "digest": {
+            "class": "m:Digest",
+            "queue": "lowTraffic",
+            "rate_limit": {"per_second": 5},
+            "debounce": {"key": "params.user", "wait_s": 60},
+            "deliver_once": True,
+        },
         "refreshLinks": {"class": "m:RefreshLinks", "remove_duplicates": True},
         "htmlCacheUpdate": {"class": "m:HtmlCacheUpdate", "pushes": ["htmlCacheUpdate", "purge"]},
     }
@@ -180,7 +187,8 @@ def test_each_runner_may_use_only_its_own_types_records_and_its_pushed_types_roo
             statements = table_statements(role)
             own = statements.pop("UseOwnTypesRecords")
             assert set(as_list(own["Action"])) == RUNNER_TABLE_ACTIONS
-            assert leading_keys(own) == sorted(own_records_pattern(t) for t in queue.types), queue.name
+            expected = sorted(p for t in queue.types for p in runner_records_patterns(t, declaration.types[t]))
+            assert leading_keys(own) == expected, queue.name
             pushed = {t for name in queue.types for t in declaration.types[name].pushes} - set(queue.types)
             if pushed:
                 roots = statements.pop("RecordPushedRootJobs")
@@ -199,7 +207,9 @@ def test_no_runner_may_touch_another_queues_records(deployments: list[tuple[Decl
             for job_type in declaration.types:
                 for kind, key in every_key_of(job_type).items():
                     if job_type in queue.types:
-                        assert may_touch(own, key), (queue.name, key)
+                        # its own types: exactly the kinds of record the runner uses for each
+                        used = kind in kinds_used(declaration.types[job_type])
+                        assert may_touch(own, key) == used, (queue.name, key)
                         continue
                     # another queue's type: never in the own-records pattern, and only
                     # its root records, only if this runner's jobs push it

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, declaration_from_environment, load_declaration
@@ -86,6 +86,12 @@ class CliConfig:
         """The CloudWatch client, one per config."""
         client: CloudWatchClient = self.clients.client("cloudwatch")
         return client
+
+    @property
+    def logs(self) -> Any:
+        """The CloudWatch Logs client, one per config (read only where CloudWatch
+        cannot report on the logs itself: ``jobkit top --by domain`` on an emulator)."""
+        return self.clients.client("logs")
 
     @property
     def directory(self) -> QueueDirectory:

@@ -1,6 +1,8 @@
 """Metrics sinks of the local stack: one keeps every record result (for the
 demo, tools and tests), one puts what AWS would measure into the emulated
-CloudWatch (for ``jobkit top`` and ``jobkit queues``)."""
+CloudWatch, and the runners' one line per succeeded job into the emulated
+CloudWatch Logs (for ``jobkit top``, ``jobkit top --by domain`` and
+``jobkit queues``)."""
 
 from __future__ import annotations
 
@@ -107,7 +109,11 @@ class MetricsPublisher:
       list of values as raw values (so percentiles can be computed);
     - SQS's ``NumberOfMessagesSent`` and ``ApproximateAgeOfOldestMessage`` per
       declared queue, once the queue has had a message (SQS publishes for
-      active queues), counting what other processes send through the server too.
+      active queues), counting what other processes send through the server too;
+    - in the runner's log group, the one JSON line a runner writes per job that
+      succeeded (:func:`succeeded_line`), which the Contributor Insights rule
+      behind ``jobkit top --by domain`` counts (:mod:`jobkit.template.insight`).
+      Only those lines: nothing else of the runners' logs is read by a tool.
 
     Nothing is sent while a batch runs. :meth:`tick` (after each batch, and on
     each polling round of the stack) sends what was collected once every
@@ -145,6 +151,7 @@ class MetricsPublisher:
         self._documents = io.StringIO()
         self._emf = EmfMetrics(declaration.namespace, self._documents)
         self._pending: defaultdict[str, list[MetricDatumTypeDef]] = defaultdict(list)
+        self._lines: defaultdict[str, list[str]] = defaultdict(list)  # log group: succeeded lines
         self._active: set[str] = set()  # SQS names of queues that have had a message
         self._lock = threading.Lock()
         self._next_at = clock.now() + interval_s
@@ -156,6 +163,10 @@ class MetricsPublisher:
     def record(self, result: RecordResult) -> None:
         with self._lock:
             self._emf.record(result)
+            line = succeeded_line(result, self._declaration.names.runner_service)
+            job_type = self._declaration.types.get(result.job_type)
+            if line is not None and job_type is not None:
+                self._lines[self._declaration.names.log_group(job_type.queue)].append(line)
 
     def flush(self) -> None:
         """The batch ended: its metrics wait for the next publication."""
@@ -182,11 +193,16 @@ class MetricsPublisher:
         now = self._clock.now()
         with self._lock:
             pending, self._pending = self._pending, defaultdict(list)
+            lines, self._lines = self._lines, defaultdict(list)
             self._next_at = now + self._interval_s
         pending["AWS/SQS"].extend(self._queue_metric_data(now))
         for namespace, data in pending.items():
             for start in range(0, len(data), MAX_DATA_PER_REQUEST):
                 self._put(namespace, data[start : start + MAX_DATA_PER_REQUEST])
+        try:
+            put_log_lines(self._account_id, self._region, lines, now, keep_s=RETENTION_S)
+        except Exception:  # moto's internals changed: no log lines rather than no metrics
+            log.warning("could not write the runners' lines to the local CloudWatch Logs", exc_info=True)
         try:
             drop_metric_data_before(self._account_id, self._region, now - RETENTION_S)
         except Exception:  # moto's internals changed: keep everything rather than fail
@@ -255,6 +271,51 @@ def emf_metric_data(document: dict[str, Any], at: float) -> Iterator[tuple[str, 
                         "Unit": metric.get("Unit", "None"),
                     }
                     yield directive["Namespace"], datum
+
+
+#: The log stream the local stack writes the runners' lines to.
+LOCAL_LOG_STREAM = "local"
+
+
+def succeeded_line(result: RecordResult, service: str) -> str | None:
+    """The JSON line a runner writes when a job succeeded, with the keys
+    Powertools' formatter gives it (``jobkit.runner.loop``: the job's log keys
+    and ``run_time_ms``; a key whose value is None left out, as Powertools
+    does); ``None`` for any other result, which writes no INFO line."""
+    if result.outcome is not Outcome.SUCCEEDED or result.run_time_ms is None:
+        return None
+    fields = {
+        "level": "INFO",
+        "location": "_run:0",
+        "message": f"{result.job_type} {result.job_id} succeeded",
+        "service": service,
+        "job_id": result.job_id,
+        "job_type": result.job_type,
+        "domain": result.domain,
+        "run_time_ms": round(result.run_time_ms, 2),
+    }
+    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":"))
+
+
+def put_log_lines(account_id: str, region: str, lines: dict[str, list[str]], now: float, *, keep_s: float) -> None:
+    """Write lines, stamped ``now``, into moto's CloudWatch Logs (its backend, as
+    the stack's own process: no request), creating each log group and its
+    stream on first use, and drop the stream's lines older than ``keep_s``."""
+    from moto.logs.models import logs_backends
+
+    backend = logs_backends[account_id][region]
+    stamp = int(now * 1000)
+    for group, messages in lines.items():
+        if group not in backend.groups:
+            backend.create_log_group(group, {})
+        streams = backend.groups[group].streams
+        if LOCAL_LOG_STREAM not in streams:
+            backend.create_log_stream(group, LOCAL_LOG_STREAM)
+        if messages:
+            backend.put_log_events(group, LOCAL_LOG_STREAM, [{"timestamp": stamp, "message": m} for m in messages])
+        events, oldest = streams[LOCAL_LOG_STREAM].events, stamp - int(keep_s * 1000)
+        if events and events[0].timestamp < oldest:  # in the order they were put: the oldest first
+            streams[LOCAL_LOG_STREAM].events = [event for event in events if event.timestamp >= oldest]
 
 
 def _datetime(epoch: float) -> datetime:

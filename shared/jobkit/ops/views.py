@@ -24,6 +24,7 @@ from rich.text import Text
 from jobkit.ops.bodies import safe_text
 from jobkit.ops.dead_letters import DeadLetter, DeadLetterListing
 from jobkit.ops.dlq import RemovalReport
+from jobkit.ops.domains import DomainsReport
 from jobkit.ops.fitted_table import Column, FittedTable
 from jobkit.ops.jobs import JobMatch, JobReport
 from jobkit.ops.queues import QueuesReport
@@ -130,6 +131,32 @@ def top_table(snapshot: TopSnapshot) -> FittedTable:
             duration(line.oldest_age_s),
             _count(line.dead_lettered, bad=True),
             style="bold red reverse" if line.job_type == worst else None,
+        )
+    return table
+
+
+def domains_table(report: DomainsReport) -> FittedTable:
+    """``jobkit top --by domain``: per type, its busiest domains, busiest first."""
+    title = f"jobkit top --by domain: last {report.window_s // 60} min, at {timestamp(report.at)}"
+    table = FittedTable(
+        (
+            Column("type"),
+            Column("domain", kind="text", floor=16),
+            Column("run/min", justify="right", short="run"),
+            Column("jobs", justify="right", drop=2),
+            Column("share", justify="right", drop=1),
+        ),
+        title=title,
+        caption=_caption([f"from {report.source}", *report.notes]),
+        legend="run: jobs that succeeded, per minute; share: of the type's jobs with a domain",
+    )
+    for line in report.lines:
+        table.add_row(
+            line.job_type,
+            line.domain,
+            rate(line.per_min),
+            f"{line.jobs:,.0f}",
+            MISSING if line.share is None else f"{line.share:.0%}",
         )
     return table
 

@@ -1,7 +1,8 @@
 """The keys of the jobs table: every record is scoped by job type first.
 
 Every partition key starts with ``{job type}#{kind}#``, so IAM can give each
-runner its own types' records and nothing else (``dynamodb:LeadingKeys``), and
+runner its own types' records and nothing else (``dynamodb:LeadingKeys``: of
+each type it runs, only the kinds it uses, :func:`kinds_used`), and
 a job ID, a root signature or a dedup hash that repeats in another type never
 meets the other type's records. The domain is part of the sort key wherever a
 record belongs to one job, so a job ID reused in another domain has records of
@@ -33,9 +34,10 @@ what became of it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 NO_SORT = "-"
 
@@ -95,20 +97,75 @@ class JobRef:
     job_id: str
 
 
+class TypeRecordOptions(Protocol):
+    """The options of a job type that decide which kinds of record its runner
+    writes (a :class:`jobkit.config.JobType` is one)."""
+
+    @property
+    def deliver_once(self) -> bool: ...
+    @property
+    def track_status(self) -> bool: ...
+    @property
+    def concurrency(self) -> object | None: ...
+    @property
+    def rate_limit(self) -> object | None: ...
+    @property
+    def debounce(self) -> object | None: ...
+
+
+#: The kinds a runner may write for any type it runs, whatever the type declares:
+#: roots (any spec may carry root params, and the runner records a root it runs,
+#: :mod:`jobkit.dedup`), duplicate claims (a spec may ask for ``removeDuplicates``
+#: itself, and a job class may override ``ignore_duplicates``), attempts (failures,
+#: the final attempt, the watchdog's record) and deferrals (any job may be
+#: re-enqueued after it used attempts: a delay hop, a deferral, a hold).
+EVERY_TYPE_KINDS = (Kind.ROOT, Kind.DUPLICATE, Kind.RUNS, Kind.DEFERRAL)
+
+
+def kinds_used(options: TypeRecordOptions) -> tuple[Kind, ...]:
+    """The kinds of record a runner writes or reads for a type with these
+    options, in :class:`Kind`'s order: :data:`EVERY_TYPE_KINDS`, plus delivery
+    claims for ``deliver_once``, status for ``track_status``, and leases, rate
+    buckets and debounce windows for the flow-control options the type declares."""
+    used = set(EVERY_TYPE_KINDS)
+    optional = {
+        Kind.DELIVERY: options.deliver_once,
+        Kind.STATUS: options.track_status,
+        Kind.LEASES: options.concurrency is not None,
+        Kind.RATE: options.rate_limit is not None,
+        Kind.DEBOUNCE: options.debounce is not None,
+    }
+    used |= {kind for kind, wanted in optional.items() if wanted}
+    return tuple(kind for kind in Kind if kind in used)
+
+
+def kind_pattern(job_type: str, kind: Kind) -> str:
+    """The records of one kind of a type (an IAM ``dynamodb:LeadingKeys`` pattern)."""
+    return f"{job_type}#{kind}#*"
+
+
 def own_records_pattern(job_type: str) -> str:
-    """Every record of a type (an IAM ``dynamodb:LeadingKeys`` pattern)."""
+    """Every record of a type, of any kind. No policy grants it: a runner gets
+    :func:`runner_records_patterns`, which names each kind it uses."""
     return f"{job_type}#*"
 
 
 def root_records_pattern(job_type: str) -> str:
     """A type's root records only: what a producer of that type's root jobs writes."""
-    return f"{job_type}#{Kind.ROOT}#*"
+    return kind_pattern(job_type, Kind.ROOT)
 
 
-def leading_key_patterns(own_types: Iterable[str], pushed_types: Iterable[str]) -> list[str]:
-    """What a runner may touch: all records of the types it runs, and the root
-    records of the types its jobs push (pushing a root job records it)."""
-    own = sorted(set(own_types))
-    return [own_records_pattern(t) for t in own] + [
-        root_records_pattern(t) for t in sorted(set(pushed_types) - set(own))
-    ]
+def runner_records_patterns(job_type: str, options: TypeRecordOptions) -> list[str]:
+    """The records a runner may use for a type it runs: one pattern per kind it uses."""
+    return [kind_pattern(job_type, kind) for kind in kinds_used(options)]
+
+
+def leading_key_patterns(
+    own_types: Mapping[str, TypeRecordOptions], pushed_types: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """What a runner may touch: the kinds of record it uses for each type it runs,
+    and the root records of the other types its jobs push (pushing a root job
+    records it). Two sorted lists: the runner's own records, the pushed roots."""
+    own = sorted(p for name, options in own_types.items() for p in runner_records_patterns(name, options))
+    pushed = sorted(root_records_pattern(t) for t in set(pushed_types) - set(own_types))
+    return own, pushed

@@ -1,13 +1,15 @@
 """template.yaml, generated from the declaration (``jobkit template``).
 
 Per declared queue: an SQS queue and its DLQ, a runner function with an SQS
-event source, and alarms; per job type: a pickup-delay alarm and dashboard
-widgets; once: the jobkit layer, the jobs table, an optional alarm topic and
-the dashboard. Every runner gets least-privilege IAM: it may consume only its
-own queue, send only to its own queue (delay hops and deferrals), the queues of
-the types its jobs push, and its own DLQ, and use only its own types' records in
-the jobs table, plus the root records of the types its jobs push
-(``dynamodb:LeadingKeys``, see :mod:`jobkit.records.keys`). Apps that push attach
+event source, alarms, and a Contributor Insights rule that counts its jobs by
+domain; per job type: a pickup-delay alarm (and for a type with a concurrency
+or rate limit, an alarm when the limit starves it) and dashboard widgets;
+once: the jobkit layer, the jobs table, an optional alarm topic and the
+dashboard. Every runner gets least-privilege IAM: it may consume only its own
+queue, send only to its own queue (delay hops and deferrals), the queues of the
+types its jobs push, and its own DLQ, and use only the kinds of record it uses
+of its own types in the jobs table, plus the root records of the types its jobs
+push (``dynamodb:LeadingKeys``, see :func:`jobkit.records.keys.kinds_used`). Apps that push attach
 the ``ProducerPolicy`` managed policy. What is stored where, and who may read
 it: docs/security.md.
 
@@ -16,7 +18,7 @@ Resources of the user's own (an S3 bucket the jobs write to, say) go in
 
 This module composes the template from the others: :mod:`.parameters`,
 :mod:`.resources` (queues, table, functions, event source mappings, log groups),
-:mod:`.iam`, :mod:`.alarms`, :mod:`.dashboard`, :mod:`.extra` (the user's
+:mod:`.iam`, :mod:`.alarms`, :mod:`.insight` (the busiest domains), :mod:`.dashboard`, :mod:`.extra` (the user's
 sections), :mod:`.checkov` (the findings that do not apply), :mod:`.naming`
 (logical IDs and resource names) and :mod:`.cfn_yaml`.
 """
@@ -29,12 +31,13 @@ from typing import Any
 
 from jobkit.config import Declaration
 from jobkit.resources import ARCHITECTURE, RUNTIME
-from jobkit.template.alarms import alarm_topic, conditions, queue_alarms, type_alarms
+from jobkit.template.alarms import alarm_topic, conditions, limit_alarms, queue_alarms, type_alarms
 from jobkit.template.cfn_yaml import to_yaml
 from jobkit.template.checkov import CHECKOV_SKIPS
 from jobkit.template.dashboard import dashboard
 from jobkit.template.extra import SECTIONS_USERS_MAY_EXTEND, load_extra, merge_extra
 from jobkit.template.iam import RUNNER_TABLE_ACTIONS, producer_policy
+from jobkit.template.insight import domain_rules
 from jobkit.template.naming import logical_id
 from jobkit.template.parameters import LOG_RETENTION_DAYS, parameters
 from jobkit.template.resources import (
@@ -103,8 +106,10 @@ def build(
         template["Resources"].update(queue_resources(declaration, queue, base_dir))
         template["Resources"].update(queue_alarms(queue))
         template["Outputs"].update(queue_outputs(queue))
+    template["Resources"].update(domain_rules(declaration))
     for job_type in declaration.types.values():
         template["Resources"].update(type_alarms(declaration, job_type.name))
+        template["Resources"].update(limit_alarms(declaration, job_type))
     template["Resources"]["Dashboard"] = dashboard(declaration)
     if extra:
         merge_extra(template, extra)

@@ -1,11 +1,12 @@
 """Alarms, and the topic they notify: per declared queue, dead letters and a
-backlog that is not kept up with; per job type, a slow pickup."""
+backlog that is not kept up with; per job type, a slow pickup; per job type
+with a concurrency or rate limit, a limit that starves the type."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from jobkit.config import Declaration, QueueConfig
+from jobkit.config import Declaration, JobType, QueueConfig
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.naming import NAMES, QueueIds, logical_id
 
@@ -66,6 +67,41 @@ def type_alarms(declaration: Declaration, job_type: str) -> dict[str, Any]:
     }
 
 
+#: Minutes in a row a limited type must have had jobs held back for the alarm to fire.
+STARVED_MINUTES = 15
+#: The default of the ``LimitedAlarmPerMinute`` parameter: held-back jobs per minute
+#: that count as "held back" for that minute. A hold is
+#: normal under a limit (a burst waits its turn), so one minute with holds means
+#: nothing, and neither does a trickle. 10 a minute, every minute for a quarter
+#: of an hour, is a limit the type's demand is steadily above: its jobs take a
+#: hold (and its backoff, up to a minute) again and again, and the backlog ages
+#: towards ``max_held_s``. A deployment lowers it where demand is small.
+STARVED_THRESHOLD = 10
+
+
+def limit_alarms(declaration: Declaration, job_type: JobType) -> dict[str, Any]:
+    """For a type with a concurrency or rate limit: jobs were held back by the
+    limit in each of the last 15 minutes (the ``Limited`` metric). Nothing for
+    a type without one."""
+    if not job_type.limited:
+        return {}
+    return {
+        f"{logical_id(job_type.name)}LimitStarvesAlarm": _alarm(
+            f"{job_type.name} jobs have been held back by its concurrency or rate limit in every minute for "
+            f"{STARVED_MINUTES} minutes (LimitedAlarmPerMinute or more a minute): raise the limit, or accept "
+            "the wait (see docs/runbook.md)",
+            namespace=declaration.namespace,
+            metric="Limited",
+            dimensions=[{"Name": "JobType", "Value": job_type.name}],
+            statistic="Sum",
+            threshold={"Ref": "LimitedAlarmPerMinute"},
+            periods=STARVED_MINUTES,
+            datapoints=STARVED_MINUTES,  # 15 of 15: every minute, not most of them
+            comparison="GreaterThanOrEqualToThreshold",
+        )
+    }
+
+
 def _alarm(
     description: str,
     *,
@@ -76,6 +112,8 @@ def _alarm(
     threshold: Any,
     extended_statistic: str | None = None,
     periods: int = 1,
+    comparison: str = "GreaterThanThreshold",
+    datapoints: int | None = None,
 ) -> dict[str, Any]:
     actions = {"Fn::If": ["HasAlarmEmail", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}
     properties: dict[str, Any] = {
@@ -86,11 +124,13 @@ def _alarm(
         "Period": 60,
         "EvaluationPeriods": periods,
         "Threshold": threshold,
-        "ComparisonOperator": "GreaterThanThreshold",
+        "ComparisonOperator": comparison,
         "TreatMissingData": "notBreaching",
         "AlarmActions": actions,
         "OKActions": actions,
     }
+    if datapoints is not None:
+        properties["DatapointsToAlarm"] = datapoints
     if extended_statistic:
         properties["ExtendedStatistic"] = extended_statistic
     else:

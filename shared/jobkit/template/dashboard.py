@@ -1,12 +1,12 @@
-"""The CloudWatch dashboard: per job type, a row of jobs by outcome, throughput,
-pickup delay, and backlog and dead letters."""
+"""The CloudWatch dashboard: per job type, a row of jobs by outcome (and jobs
+held back by a limit), throughput, pickup delay, and backlog and dead letters."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from jobkit.config import Declaration
+from jobkit.config import Declaration, JobType
 from jobkit.outcome import Outcome
 from jobkit.template.naming import NAMES
 
@@ -26,7 +26,7 @@ def dashboard(declaration: Declaration) -> dict[str, Any]:
                 y,
                 f"{job_type.name}: jobs",
                 "Sum",
-                [[namespace, metric, *dimension] for metric in (*Outcome.final_metrics(), "Failed")],
+                [[namespace, metric, *dimension] for metric in _job_metrics(job_type)],
             ),
             _widget(
                 6,
@@ -65,6 +65,12 @@ def dashboard(declaration: Declaration) -> dict[str, Any]:
         "Type": "AWS::CloudWatch::Dashboard",
         "Properties": {"DashboardName": {"Fn::Sub": NAMES.dashboard}, "DashboardBody": {"Fn::Sub": body}},
     }
+
+
+def _job_metrics(job_type: JobType) -> tuple[str, ...]:
+    """The counts of a type's jobs widget: every outcome that ends a job (``Debounced``
+    among them), failed attempts, and, for a type with a limit, the holds (``Limited``)."""
+    return (*Outcome.final_metrics(), "Failed", *(("Limited",) if job_type.limited else ()))
 
 
 def _widget(x: int, y: int, title: str, stat: str | None, metrics: list[list[Any]]) -> dict[str, Any]:

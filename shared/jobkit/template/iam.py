@@ -4,7 +4,11 @@ pushes attaches.
 A runner may consume only its own queue, send only to its own queue (delay hops
 and deferrals), the queues of the types its jobs push, and its own DLQ, and use
 only its own types' records in the jobs table, plus the root records of the types
-its jobs push (``dynamodb:LeadingKeys``, see :mod:`jobkit.records.keys`).
+its jobs push (``dynamodb:LeadingKeys``). Of each of its types, it gets only
+the kinds of record it uses: roots, duplicate claims, attempts and deferrals
+always; delivery claims, status, leases, rate buckets and debounce windows only
+when the type declares the option that writes them
+(:func:`jobkit.records.keys.kinds_used`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jobkit.config import Declaration, QueueConfig
-from jobkit.records.keys import own_records_pattern, root_records_pattern
+from jobkit.records.keys import leading_key_patterns, root_records_pattern
 from jobkit.template.naming import NAMES, QueueIds
 
 #: What the runner does with the table: claims, failure and status records, reads of them.
@@ -59,14 +63,14 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
 def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:
     """The runner function's policy (an entry of its SAM ``Policies``)."""
     ids = QueueIds(queue.name)
-    own = set(queue.types)
-    targets = pushed_types(declaration, queue)
     queue_arns = [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in sendable_queues(declaration, queue)]
-    # All records of its own types; of the other types its jobs push, only the root
-    # records (pushing a root job records its root timestamp).
-    table_statements = [_table_statement("UseOwnTypesRecords", RUNNER_TABLE_ACTIONS, map(own_records_pattern, own))]
-    if targets - own:
-        pushed = map(root_records_pattern, targets - own)
+    # Of its own types, the kinds of record it uses; of the other types its jobs
+    # push, only the root records (pushing a root job records its root timestamp).
+    own, pushed = leading_key_patterns(
+        {name: declaration.types[name] for name in queue.types}, pushed_types(declaration, queue)
+    )
+    table_statements = [_table_statement("UseOwnTypesRecords", RUNNER_TABLE_ACTIONS, own)]
+    if pushed:
         table_statements.append(_table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
     return {
         "Statement": [

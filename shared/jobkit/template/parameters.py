@@ -42,10 +42,32 @@ def parameters(declaration: Declaration) -> dict[str, Any]:
             "MinValue": 60,
             "Description": "Alarm when a queue's oldest message is older than this",
         },
+        **_limit_parameters(declaration),
         "LogRetentionDays": {
             "Type": "Number",
             "Default": 30,
             "AllowedValues": list(LOG_RETENTION_DAYS),
             "Description": "How many days the runners' log groups keep their logs (which carry jobs' error messages)",
         },
+    }
+
+
+#: The parameter of the alarm on a limit that starves a type (:func:`jobkit.template.alarms.limit_alarms`).
+LIMITED_ALARM_PARAMETER = "LimitedAlarmPerMinute"
+
+
+def _limit_parameters(declaration: Declaration) -> dict[str, Any]:
+    """Only for a declaration with a limited type: an unused parameter is a lint warning."""
+    from jobkit.template.alarms import STARVED_MINUTES, STARVED_THRESHOLD
+
+    if not any(t.limited for t in declaration.types.values()):
+        return {}
+    return {
+        LIMITED_ALARM_PARAMETER: {
+            "Type": "Number",
+            "Default": STARVED_THRESHOLD,
+            "MinValue": 1,
+            "Description": f"Alarm when a limited job type had at least this many jobs held back by its limit "
+            f"in every minute for {STARVED_MINUTES} minutes",
+        }
     }
