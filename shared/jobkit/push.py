@@ -27,6 +27,7 @@ from jobkit.children import ChildIds, derived_job_id
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, declaration_from_environment
 from jobkit.errors import FailedJob, JobKitError, JobQueueError, SpecError
+from jobkit.flow.fairness import message_group_id
 from jobkit.lazy_push import ASGIApp
 from jobkit.spec import JobSpecification
 from jobkit.sqs import (
@@ -318,7 +319,9 @@ class JobQueueGroup:
         release_in = (spec.release_at - now) if spec.release_at is not None else 0
         # Longer delays hop: the runner re-enqueues until the release time.
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
-        message = Outgoing(spec, queue_url, spec.to_message(), attributes, delay_seconds(release_in))
+        # The tenant of an SQS fair queue: the type's fairness key (the domain by default).
+        group_id = message_group_id(self._shared.declaration.job_type(spec.type).fairness, spec)
+        message = Outgoing(spec, queue_url, spec.to_message(), attributes, delay_seconds(release_in), group_id)
         if message.size > MAX_JOB_BYTES:
             raise SpecError(
                 f"{spec.type} {spec.id}: message is {message.size} bytes, over the {MAX_JOB_BYTES} a job may have"

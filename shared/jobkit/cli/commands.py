@@ -25,35 +25,66 @@ def main() -> None:
 
 @main.command()
 @config_option
+@click.option(
+    "--scenario",
+    type=click.Choice(["rfc", "flow-control"]),
+    default="rfc",
+    show_default=True,
+    help="rfc: the job-queue RFC's story, on the declaration; flow-control: fairness, a rate limit and a"
+    " debounce, on the demo's own declaration.",
+)
 @click.option("--seed", default=7, show_default=True, help="Seed for retry jitter.")
 @click.option("--backlinks", default=100_000, show_default=True, help="Pages that embed the edited template.")
 @click.option("--pages", default=150, show_default=True, help="Pages queued for refreshLinks by each edit.")
 @click.option("--watchers", default=40, show_default=True, help="Emails sent for each edit.")
-def demo(config_path: Path | None, seed: int, backlinks: int, pages: int, watchers: int) -> None:
-    """Run the job-queue RFC's story on the embedded local AWS and summarise it."""
+@click.option("--noisy", default=10_000, show_default=True, help="flow-control: jobs of the noisy domain.")
+@click.option("--quiet", default=100, show_default=True, help="flow-control: jobs of the quiet domain.")
+def demo(
+    config_path: Path | None,
+    scenario: str,
+    seed: int,
+    backlinks: int,
+    pages: int,
+    watchers: int,
+    noisy: int,
+    quiet: int,
+) -> None:
+    """Run a story on the embedded local AWS and summarise it."""
+    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from jobkit.local.demo import print_report, run_demo
+    from jobkit.local.flow_demo import run_flow_demo
 
     # The report shows what failed and why; the runner's own logs would repeat it.
     logging.basicConfig(level=logging.CRITICAL)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
+    # flow-control prints exactly its three lines on stdout: its progress goes to stderr
+    console = Console(stderr=True) if scenario == "flow-control" else None
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, transient=True, console=console) as bar:
         task = bar.add_task("running jobs on the local stack", total=None)
 
         def progress(delivered: int) -> None:
             bar.update(task, description=f"running jobs on the local stack: {delivered:,} messages handled")
 
         try:
-            report = run_demo(
-                load_declaration(config_path),
-                seed=seed,
-                backlinks=backlinks,
-                pages=pages,
-                watchers=watchers,
-                on_progress=progress,
-            )
+            if scenario == "flow-control":
+                flow = run_flow_demo(noisy=noisy, quiet=quiet, seed=seed, on_progress=progress)
+            else:
+                report = run_demo(
+                    load_declaration(config_path),
+                    seed=seed,
+                    backlinks=backlinks,
+                    pages=pages,
+                    watchers=watchers,
+                    on_progress=progress,
+                )
         except JobKitError as exc:
             raise click.ClickException(str(exc)) from exc
+    if scenario == "flow-control":
+        for line in flow.lines():
+            click.echo(line)
+        return
     print_report(report)
     if not report.balances:
         raise SystemExit(1)

@@ -3,7 +3,7 @@ jobs run, and the records in the jobs table that enforce it.
 
 - **fairness**: the push SDK sets each message's ``MessageGroupId`` from a key
   (the domain by default), and SQS fair queues keep a noisy key from starving
-  the quiet ones (:mod:`jobkit.flow.options`);
+  the quiet ones (:mod:`jobkit.flow.fairness`);
 - **concurrency**: at most N jobs with the same key run at once, across all
   containers (:mod:`jobkit.flow.leases`);
 - **rate limit**: at most R jobs a second with the same key, with bursts of B

@@ -26,6 +26,10 @@ Everything here reaches into moto's internals, so it is kept in one place:
   there instead of polling (:func:`next_visible_at`), and whether a queue
   has anything to receive, so an empty queue costs no request
   (:func:`has_receivable`).
+- moto ignores a standard queue's ``MessageGroupId``; SQS fair queues use it
+  to deliver quiet tenants' messages ahead of a noisy tenant's backlog. The
+  index takes receivable messages as a fair queue would (:class:`~jobkit.local.fair_queues.Tenants`);
+  a queue without group IDs keeps moto's order, and a FIFO queue moto's groups.
 - moto checks each received message's retention by computing *all* of the
   queue's attributes. :func:`faster_receives` reads the one attribute it
   needs instead; the check is the same.
@@ -95,6 +99,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobkit.clock import VirtualClock
+from jobkit.local.fair_queues import Tenants
 
 
 @contextlib.contextmanager
@@ -175,7 +180,9 @@ class IndexedMessages:
     :func:`indexed_queues` makes report to the message's index.
 
     Its answers are those of a scan of the whole queue at moto's clock, at a
-    cost that does not grow with the queue. Should the clock ever go back
+    cost that does not grow with the queue; but for the order of a standard
+    queue's messages that carry a ``MessageGroupId``, which it gives as an
+    SQS fair queue would (:class:`~jobkit.local.fair_queues.Tenants`). Should the clock ever go back
     (more than :data:`_CLOCK_SLACK_MS`), it sorts every message again.
     """
 
@@ -188,8 +195,8 @@ class IndexedMessages:
         self._receivable: set[int] = set()
         self._delayed: set[int] = set()
         self._in_flight: set[int] = set()
-        self._receivable_heap: list[int] = []  # places, to take in queue order
-        self._queued: set[int] = set()  # the places in _receivable_heap
+        self._tenants = Tenants()  # the receivable places by MessageGroupId, to take as a fair queue does
+        self._queued: set[int] = set()  # the places in the tenants' heaps
         self._in_flight_heap: list[tuple[float, int]] = []  # (visible_at, place)
         self._delayed_heap: list[tuple[float, int]] = []  # (delayed_until, place)
         self._wake_heap: list[tuple[float, int]] = []  # (when receivable, place) of hidden ones
@@ -207,6 +214,7 @@ class IndexedMessages:
             place = next(self._places)
             self._place[message] = place
             self._at[place] = message
+            self._tenants.add(place, message.group_id)
             _OWNERS[message] = self
             self._register_handles(place, message)
             self._sort(place, message)
@@ -220,8 +228,10 @@ class IndexedMessages:
             for handle in message.all_receipt_handles:
                 if self._handles.get(handle) == place:
                     del self._handles[handle]
-            for group in (self._receivable, self._delayed, self._in_flight):
+            self._set_in_flight(place, False)
+            for group in (self._receivable, self._delayed):
                 group.discard(place)
+            self._tenants.forget(place)
             self._sorted_times.pop(place, None)
             if _OWNERS.get(message) is self:
                 del _OWNERS[message]
@@ -253,20 +263,30 @@ class IndexedMessages:
             return None if place is None else self._at.get(place)
 
     @contextlib.contextmanager
-    def receivable(self) -> Iterator[Iterator[Any]]:
-        """The messages a receive would return now, in queue order, one at a time.
+    def receivable(self, *, fair: bool = False) -> Iterator[Iterator[Any]]:
+        """The messages a receive would return now, one at a time: in queue
+        order, or with ``fair``, as an SQS fair queue orders them (see
+        :class:`~jobkit.local.fair_queues.Tenants`; messages without a group keep queue order).
 
-        A receive marks what it takes received (so it leaves the set); what it
-        passes over stays receivable. Hold it only while receiving."""
+        A receive marks what it takes received (so it leaves the set, and
+        tells :meth:`received`); what it passes over stays receivable. Hold
+        it only while receiving."""
         with self._lock:
             self._catch_up()
             taken: set[int] = set()
             try:
-                yield self._take(taken)
+                yield self._take(taken, fair)
             finally:
                 for place in taken:
                     if place in self._receivable and place not in self._queued:
                         self._enqueue(place)
+
+    def received(self, message: Any) -> None:
+        """A receive took this message: it counts in its tenant's share of the queue's recent receives."""
+        with self._lock:
+            place = self._place.get(message)
+            if place is not None:
+                self._tenants.received(place)
 
     def counts(self) -> tuple[int, int, int]:
         """How many are receivable, delayed and in flight, at moto's clock."""
@@ -302,8 +322,8 @@ class IndexedMessages:
                 self._handles[handle] = place
 
     def _entries(self) -> int:
-        heaps = (self._receivable_heap, self._in_flight_heap, self._delayed_heap, self._wake_heap)
-        return sum(len(heap) for heap in heaps)
+        heaps = (self._in_flight_heap, self._delayed_heap, self._wake_heap)
+        return sum(len(heap) for heap in heaps) + self._tenants.entries()
 
     def _catch_up(self) -> None:
         self._advance(self._models.unix_time_millis())
@@ -328,7 +348,8 @@ class IndexedMessages:
         for group in (self._receivable, self._delayed, self._in_flight, self._queued):
             group.clear()
         self._sorted_times.clear()
-        self._receivable_heap, self._in_flight_heap, self._delayed_heap, self._wake_heap = [], [], [], []
+        self._tenants.clear()
+        self._in_flight_heap, self._delayed_heap, self._wake_heap = [], [], []
         for place, message in self._at.items():
             self._sort(place, message)
 
@@ -358,7 +379,7 @@ class IndexedMessages:
         ``visible`` and ``delayed`` decide. Returns (in flight, delayed)."""
         in_flight = not self._now > message.visible_at
         delayed = self._now < message.delayed_until
-        _set_member(self._in_flight, place, in_flight)
+        self._set_in_flight(place, in_flight)
         _set_member(self._delayed, place, delayed)
         if in_flight or delayed:
             self._receivable.discard(place)
@@ -368,13 +389,17 @@ class IndexedMessages:
                 self._enqueue(place)
         return in_flight, delayed
 
+    def _set_in_flight(self, place: int, member: bool) -> None:
+        if member != (place in self._in_flight):
+            _set_member(self._in_flight, place, member)
+            self._tenants.flying(place, member)
+
     def _enqueue(self, place: int) -> None:
-        heapq.heappush(self._receivable_heap, place)
+        self._tenants.push(place)
         self._queued.add(place)
 
-    def _take(self, taken: set[int]) -> Iterator[Any]:
-        while self._receivable_heap:
-            place = heapq.heappop(self._receivable_heap)
+    def _take(self, taken: set[int], fair: bool) -> Iterator[Any]:
+        while (place := self._tenants.pop(len(self._in_flight) if fair else None)) is not None:
             self._queued.discard(place)
             if place in taken or place not in self._receivable:
                 continue  # taken already, or no longer receivable
@@ -511,7 +536,7 @@ def _receive_message(sqs_models: Any) -> Any:
         previous_result_count = 0
         polling_end = sqs_models.unix_time() + wait_seconds_timeout
         while not (result or (wait_seconds_timeout and sqs_models.unix_time() > polling_end)):
-            with _index(queue).receivable() as messages:
+            with _index(queue).receivable(fair=not queue.fifo_queue) as messages:
                 for message in messages:
                     if not receive.take(message):
                         continue
@@ -565,6 +590,7 @@ class _Receive:
             return False
         queue.pending_messages.add(message)
         message.mark_received(visibility_timeout=self._visibility_timeout)
+        _index(queue).received(message)
         return True
 
     def move_to_dlq(self) -> None:

@@ -23,7 +23,8 @@ the redriven message no longer has. The copy also drops every ``jobkit.*``
 attribute (the old dead-letter reason and the deferral marker); a native move
 keeps them, which is harmless: the runner never reads a reason from a
 message, and a marker whose message ID has no deferral record counts no
-attempts. The body is sent back unchanged.
+attempts. The body is sent back unchanged, and so is the ``MessageGroupId``
+(the job's tenant in a fair queue; a native move keeps it too).
 
 Which messages go: a TYPE on a shared queue selects by the type its body
 names (never by the ``JobType`` attribute); a message that is not a job is
@@ -188,8 +189,18 @@ def _copy(
         for batch in scan.batches():
             chosen = choose.chosen(scope, batch)
             report.matched.extend(chosen)
+            groups = {
+                message["MessageId"]: (message.get("Attributes") or {}).get("MessageGroupId") for message in batch
+            }
             copies = [
-                Outgoing(dead, queue_url, dead.body, sendable_attributes(dead.message_attributes)) for dead in chosen
+                Outgoing(
+                    dead,
+                    queue_url,
+                    dead.body,
+                    sendable_attributes(dead.message_attributes),
+                    group_id=groups.get(dead.message_id) or None,
+                )
+                for dead in chosen
             ]
             for group in pack_batches(copies):
                 sent = _send(sqs, group, report)

@@ -52,13 +52,16 @@ def is_retryable(code: str, http_status: int | None = None) -> bool:
 @dataclass(frozen=True)
 class Outgoing(Generic[T]):
     """A message to send, with the sender's own handle on it (``item``: a job
-    spec, a dead letter). ``delay_s`` None leaves the delay to the queue."""
+    spec, a dead letter). ``delay_s`` None leaves the delay to the queue;
+    ``group_id`` None sends no ``MessageGroupId`` (on a standard queue, the
+    tenant an SQS fair queue counts it in: see :mod:`jobkit.flow.fairness`)."""
 
     item: T
     queue_url: str
     body: str
     attributes: dict[str, AttributeValue]
     delay_s: int | None = None
+    group_id: str | None = None
     size: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +76,8 @@ class Outgoing(Generic[T]):
         }
         if self.delay_s is not None:
             entry["DelaySeconds"] = self.delay_s
+        if self.group_id is not None:
+            entry["MessageGroupId"] = self.group_id
         return entry
 
 

@@ -86,8 +86,9 @@ class SqsQueues:
         )
 
     def dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, now: float) -> None:
-        """Copy the message to its queue's DLQ with the reason attached, then
-        delete the original. If the copy fails, it raises and the original is
+        """Copy the message to its queue's DLQ with the reason attached (and
+        its ``MessageGroupId``, so a redrive keeps its tenant), then delete
+        the original. If the copy fails, it raises and the original is
         left alone. Once the copy is sent, the job is dead-lettered: a failed
         delete is left to the event source mapping, which deletes every record
         the handler does not report as failed (reporting it would only make a
@@ -99,7 +100,9 @@ class SqsQueues:
             sendable_attributes(record.get("messageAttributes") or {}),
         )
         self._client.send_message(
-            QueueUrl=self._directory.dlq_url_for(source), MessageBody=body, MessageAttributes=attributes
+            **_in_group(
+                record, QueueUrl=self._directory.dlq_url_for(source), MessageBody=body, MessageAttributes=attributes
+            )
         )
         try:
             self.delete(record)
@@ -113,9 +116,9 @@ class SqsQueues:
         self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, AttributeValue] | None = None
     ) -> str:
         """Send a new copy of a message to its own queue (a delay hop or a
-        deferral): the same body, the sender's own attributes (never a
-        ``jobkit.*`` one it carried), and ``extra_attributes``. Returns the
-        copy's message ID.
+        deferral): the same body and ``MessageGroupId``, the sender's own
+        attributes (never a ``jobkit.*`` one it carried), and
+        ``extra_attributes``. Returns the copy's message ID.
 
         SQS takes at most 10 attributes; the runner's own come first, and a
         sender's that do not fit beside them are dropped (and logged), so that
@@ -129,9 +132,20 @@ class SqsQueues:
             log.warning("re-enqueued %s without its attributes %s: SQS takes 10", record["messageId"], dropped)
         attributes = {**kept, **extra}
         response = self._client.send_message(
-            QueueUrl=self._url,
-            MessageBody=record["body"],
-            DelaySeconds=delay_seconds(delay_s),
-            MessageAttributes=attributes,
+            **_in_group(
+                record,
+                QueueUrl=self._url,
+                MessageBody=record["body"],
+                DelaySeconds=delay_seconds(delay_s),
+                MessageAttributes=attributes,
+            )
         )
         return str(response["MessageId"])
+
+
+def _in_group(record: Mapping[str, Any], **request: Any) -> dict[str, Any]:
+    """A SendMessage request for a copy of a received record, in the record's
+    own ``MessageGroupId`` (its tenant in a fair queue), if it had one.
+    Lambda's event carries it in the record's ``attributes``."""
+    group_id = (record.get("attributes") or {}).get("MessageGroupId")
+    return {**request, "MessageGroupId": group_id} if group_id else request
