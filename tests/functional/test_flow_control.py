@@ -20,6 +20,7 @@ from jobkit.config import Declaration, load_declaration
 from jobkit.flow.leases import Leases
 from jobkit.local import LocalStack
 from jobkit.outcome import Outcome
+from jobkit.spec import new_root_job_params
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
 
 import flowjobs
@@ -292,3 +293,106 @@ def test_every_option_at_once_loses_nothing(flow: LocalStack) -> None:
     assert len(ran) == len(set(ran)) == sum(1 for o in final.values() if o is Outcome.SUCCEEDED)
     assert flowjobs.PEAK["a"] == 1
     assert nothing_left(flow)
+
+
+# -- what a hostile or careless producer, or bad timing, must not break ---------------------------
+
+
+def test_a_future_enqueue_time_does_not_silence_a_debounce_key(flow: LocalStack) -> None:
+    # A sender forges the runner's enqueue-time attribute a year ahead; another's clock runs 290 s fast
+    forged = JobSpecification("debounced", {"page": "Main"}, domain="evil").stamped(START)
+    flow.sqs.send_message(
+        QueueUrl=flow.queue_urls["flow-debounced"],
+        MessageBody=forged.to_message(),
+        MessageAttributes={
+            "jobkit.enqueuedAt": {"DataType": "Number", "StringValue": str(START + 365 * 86400)},
+            "JobType": string_attribute("debounced"),
+        },
+    )
+    fast = JobSpecification("debounced", {"page": "Main"}, domain="dewiki").stamped(START + 290)
+    flow.queue_group("dewiki").push(fast)
+    flow.drain(until=START + 100)
+    # Then honest edits pushed later, each after the last ran, all run
+    later = []
+    for n in range(3):
+        spec = JobSpecification("debounced", {"page": "Main", "edit": n})
+        flow.queue_group("enwiki").push(spec)
+        later.append(spec)
+        flow.drain(until=flow.clock.now() + 600)
+    ran = {job_id for _, job_id, _ in flowjobs.RUNS}
+    assert {s.id for s in later} <= ran, [outcomes(flow, s.id) for s in later]
+
+
+def test_a_held_deliver_once_job_is_not_blocked_by_its_own_claim(flow: LocalStack) -> None:
+    first, second = JobSpecification("onceLimited", {"n": 1}), JobSpecification("onceLimited", {"n": 2})
+    flow.queue_group("a").push([first, second])
+    flowjobs.DURING.append(flow.poll_once)  # while the first runs, another container takes the second
+    flow.drain()
+    assert outcomes(flow, second.id)[0] is Outcome.LIMITED
+    assert Outcome.DEFERRED not in outcomes(flow, second.id)  # no claim of its own in its way
+    (run,) = [r for r in flow.results.results if r.job_id == second.id and r.ran]
+    assert run.started_at is not None and run.started_at - START < 10  # back within its backoff, not a lease
+
+
+def test_a_held_deliver_once_job_is_dead_lettered_after_max_held_s(flow: LocalStack) -> None:
+    Leases(flow.records.table).acquire("onceLimited", "=a", 1, now=START, until=START + 3600)
+    job = JobSpecification("onceLimited", {"n": 1})
+    flow.queue_group("a").push(job)
+    flow.drain()
+    assert outcomes(flow, job.id)[-1] is Outcome.DEAD_LETTERED and flowjobs.RUNS == []
+    (dead,) = flow.dead_letters("onceLimited")
+    assert dead["MessageAttributes"]["jobkit.reason"]["StringValue"] == "held_too_long"
+    assert dead["MessageAttributes"]["jobkit.attempts"]["StringValue"] == "0"  # no attempt ever ran
+
+
+def test_a_batch_of_root_jobs_shares_one_lease(flow: LocalStack) -> None:
+    keys: list[str] = []
+    flow.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.UpdateItem", lambda params, **_: keys.append(params["Key"]["pk"]["S"])
+    )
+    roots = [JobSpecification("rootLimited", {"n": n, **new_root_job_params(f"r{n}", START)}) for n in range(4)]
+    flow.queue_group("a").push(roots)
+    flow.drain()
+    assert [r.outcome for r in flow.results.results] == [Outcome.SUCCEEDED] * 4
+    # root jobs are admitted one at a time (each advances its root just before it runs),
+    # but the batch's lease was taken with the batch: one take, one give-back
+    assert [k for k in keys if "#lease#" in k] == ["rootLimited#lease#=a"] * 2
+
+
+def test_jobs_that_start_late_behind_a_slow_one_take_tokens_of_their_own(flow: LocalStack) -> None:
+    group = flow.queue_group("a")
+    first = [JobSpecification("slowRated", {"n": n}) for n in range(5)]
+    more = [JobSpecification("slowRated", {"n": n}) for n in range(5, 15)]
+    group.push(first)
+
+    def slow_then_another_container() -> None:
+        flow.clock.advance(10)  # the first job runs for 10 s; then another container takes a batch
+        group.push(more)
+        flow.poll_once()
+
+    flowjobs.DURING.append(slow_then_another_container)
+    flow.drain()
+    assert len(flowjobs.RUNS) == 15
+    starts = sorted(r.started_at for r in flow.results.results if r.started_at is not None)
+    for i, begin in enumerate(starts):
+        within = [s for s in starts[i:] if s - begin <= 0.5]
+        assert len(within) <= 5 + 1 * (0.5 + 1), (begin, within)  # burst + rate * (window + a token's freshness)
+
+
+def test_a_steady_stream_never_runs_two_jobs_of_a_key_at_once(flow: LocalStack) -> None:
+    for _ in range(30):  # an edit every 3 s, under the 5 s wait; windows of 20 s
+        flow.queue_group("enwiki").push(JobSpecification("debouncedStream", {"page": "Main"}))
+        flow.drain(until=flow.clock.now() + 3)
+    flow.drain()
+    starts = sorted(r.started_at for r in flow.results.results if r.ran and r.started_at is not None)
+    assert len(starts) >= 4
+    assert all(later - earlier >= 1 for earlier, later in zip(starts, starts[1:], strict=False)), starts
+
+
+def test_a_very_high_rate_never_grants_more_than_the_burst(flow: LocalStack) -> None:
+    from jobkit.flow.options import FlowKey, RateLimit
+    from jobkit.flow.tokens import TokenBuckets
+
+    buckets = TokenBuckets(flow.records.table)
+    limit = RateLimit(FlowKey("type"), per_second=100_000, burst=1)
+    assert buckets.take("ratedOpen", "*", limit, 5, now=START).granted == 1

@@ -11,9 +11,10 @@ last run. A job goes through two steps:
    sends it again with a delay: the wait, or less when the key has waited
    ``max_wait_s`` since ``first_at``.
 2. **claim**, when it comes back: it runs if it is still the latest (one
-   conditional update that also starts a new window), or if the key has
-   waited ``max_wait_s`` since ``first_at``, so a steady stream still runs.
-   Otherwise a later job owns the run, and this one is *debounced*.
+   conditional update that also closes the window). Otherwise a later job
+   owns the run, and this one is *debounced*. A job's wait never reaches past
+   ``first_at + max_wait_s``, so whichever job is the latest when that time
+   comes is back by then and runs: a steady stream still runs once a window.
 
 A job that was never registered (its record expired, or a sender copied the
 runner's attribute) is never debounced by a record older than itself.
@@ -47,9 +48,7 @@ class Debounced:
 
 @dataclass(frozen=True)
 class Run:
-    """The job runs: it is the latest (``forced`` False), or the key waited too long."""
-
-    forced: bool = False
+    """The job runs: it is the latest of its key (or no later job registered)."""
 
 
 def job_ref(domain: str | None, job_id: str) -> str:
@@ -66,9 +65,8 @@ def shown(ref: object) -> str:
 
 
 class DebounceWindows:
-    """Debounce records in the jobs table; each step is one request (a forced
-    run, two). Raises :class:`~jobkit.records.DedupUnavailable` when the table
-    cannot be reached."""
+    """Debounce records in the jobs table; each step is one request. Raises
+    :class:`~jobkit.records.DedupUnavailable` when the table cannot be reached."""
 
     def __init__(self, table: Table) -> None:
         self._table = table
@@ -89,9 +87,10 @@ class DebounceWindows:
         first_at = (item or {}).get("first_at")
         return Registered(float(first_at) if isinstance(first_at, int | float) else enqueued_at)
 
-    def claim(
-        self, job_type: str, key: str, ref: str, enqueued_at: float, max_wait_s: float, *, now: float
-    ) -> Run | Debounced:
+    def claim(self, job_type: str, key: str, ref: str, registered_at: float, *, now: float) -> Run | Debounced:
+        """Claim the run for a job that registered at ``registered_at``: it runs
+        if it is still the latest; otherwise the latest, enqueued no earlier,
+        owns the run."""
         item_key = (partition_key(job_type, Kind.DEBOUNCE, key), NO_SORT)
         ran = {"ran_at": now, "expires_at": int(now) + IDLE_TTL_S}
         try:
@@ -100,16 +99,8 @@ class DebounceWindows:
         except ConditionFailed as lost:
             found: Item = lost.item or {}
         latest_at = found.get("latest_at")
-        if not _is_number(latest_at) or latest_at < enqueued_at:  # type: ignore[operator]
+        if not _is_number(latest_at) or latest_at < registered_at:  # type: ignore[operator]
             return Run()  # no later job registered: its record expired, or it was never registered
-        first_at = found.get("first_at")
-        if _is_number(first_at) and first_at + max_wait_s <= now:  # type: ignore[operator]
-            # A steady stream: run now, and open the next window from this run.
-            try:
-                self._table.update(item_key, {**ran, "first_at": now}, when=Equals("first_at", first_at))  # type: ignore[arg-type]
-                return Run(forced=True)
-            except ConditionFailed:
-                pass  # another job of the key forced the run first
         return Debounced(shown(found.get("latest")))
 
 

@@ -15,6 +15,7 @@ the bucket had fewer tokens than it guessed.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from jobkit.flow.options import RateLimit
@@ -24,8 +25,10 @@ from jobkit.records.table import Absent, AtLeast, AtMost, Below, ConditionFailed
 #: How long an item outlives a full bucket (TTL).
 IDLE_TTL_S = 24 * 3600
 #: Slack when comparing times, in seconds: epoch seconds as floats carry about
-#: 0.2 µs of rounding, which must not cost a token.
+#: 0.2 µs of rounding, which must not cost a token (nor, at very high rates, grant one).
 _EPSILON_S = 1e-5
+#: Keys whose last seen state a container remembers (a guess of which write to try first).
+_SEEN_KEYS = 10_000
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class TokenBuckets:
 
     def __init__(self, table: Table) -> None:
         self._table = table
-        self._seen: dict[tuple[str, str], float] = {}  # the last tat seen per key: which write to try first
+        self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()  # the last tat seen per key
 
     def take(self, job_type: str, key: str, limit: RateLimit, wanted: int, *, now: float) -> Grant:
         """Take up to ``wanted`` tokens of ``key``'s bucket."""
@@ -54,7 +57,8 @@ class TokenBuckets:
         tat = self._seen.get((job_type, key))
         for _ in range(2):
             base = now if tat is None or tat < now else tat
-            count = min(wanted, math.floor((now + window - base + _EPSILON_S) / interval))
+            slack = min(_EPSILON_S, interval / 100)
+            count = min(wanted, limit.burst, math.floor((now + window - base + slack) / interval))
             if count < 1:  # empty: the next token comes when tat is a token's time inside the window
                 return Grant(0, max(interval, base + interval - (now + window)))
             expires_at = int(now + window) + IDLE_TTL_S
@@ -69,11 +73,17 @@ class TokenBuckets:
                 tat = _tat(lost.item)
                 continue
             after = base + count * interval
-            self._seen[(job_type, key)] = after
+            self._remember((job_type, key), after)
             return Grant(count, max(interval, after + interval - (now + window)))
         # Lost twice to other containers taking this key's tokens: come back a token later.
         self._seen.pop((job_type, key), None)
         return Grant(0, interval)
+
+    def _remember(self, key: tuple[str, str], tat: float) -> None:
+        self._seen[key] = tat
+        self._seen.move_to_end(key)
+        while len(self._seen) > _SEEN_KEYS:
+            self._seen.popitem(last=False)
 
 
 def _tat(item: Item | None) -> float | None:

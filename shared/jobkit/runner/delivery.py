@@ -125,15 +125,20 @@ def enqueued_at(record: Mapping[str, Any], spec: JobSpecification) -> float | No
     the job existed. A copy the runner re-enqueued (a delay hop, a deferral) is
     sent later than its job: it carries the time taken at its first delivery.
 
-    A sender may set that attribute too; it can only make its own job look
-    younger, which makes it a duplicate less often: more work, never less.
+    A sender may set that attribute too. It is never taken as later than the
+    copy's own ``SentTimestamp`` (a job cannot have been enqueued after its
+    copy was sent), so a sender can make its job look younger only up to its
+    send time, which makes it a duplicate less often (more work, never less)
+    and never makes it the latest of its debounce key ahead of a later push.
     """
     stamped = spec.enqueued_at
-    carried = _number(string_attribute_of(record, ENQUEUED_AT_ATTRIBUTE))
-    if carried is not None:
-        return max(stamped, carried) if stamped is not None else carried
     attributes = record.get("attributes")
     sent_ms = _number(attributes.get("SentTimestamp")) if isinstance(attributes, Mapping) else None
+    carried = _number(string_attribute_of(record, ENQUEUED_AT_ATTRIBUTE))
+    if carried is not None:
+        if sent_ms is not None:
+            carried = min(carried, sent_ms / 1000)
+        return max(stamped, carried) if stamped is not None else carried
     if sent_ms is None or stamped is None:
         return stamped
     return max(stamped, sent_ms / 1000)

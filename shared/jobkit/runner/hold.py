@@ -43,6 +43,7 @@ class Hold:
             error = HeldTooLong(
                 f"held back for {held_s:.0f} s, over the type's max_held_s of {delivery.job_type.max_held_s}: {why}"
             )
+            delivery.attempt -= 1  # this delivery was no attempt: the count is of the attempts that ran
             return self._failures.dead_letter(delivery, "held_too_long", error, str(error), {"reason": why})
         # "full jitter": anywhere from the limit's own wait up to a backoff that doubles
         # with each hold, so jobs held together spread out and keep coming back

@@ -66,16 +66,17 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
         JobInstance(failures, kit.group_factory),
     ]
     hold = Hold(kit.clock, requeue, failures)
-    if kit.dedup is not None and any(t.debounce is not None for t in kit.job_types):
-        windows = DebounceWindows(kit.dedup.backend.table)
-        stages.append(DebounceStage(windows, kit.clock, requeue, hold, kit.dedup.parallel))
     if kit.dedup is not None:
+        # Flow control before de-duplication: a job that debounce skips, or a limit
+        # holds back, has taken no claim and advanced no root that would skip others.
+        table, parallel = kit.dedup.backend.table, kit.dedup.parallel
+        if any(t.debounce is not None for t in kit.job_types):
+            stages.append(DebounceStage(DebounceWindows(table), kit.clock, requeue, hold, parallel))
+        if any(t.concurrency is not None for t in kit.job_types):
+            stages.append(Concurrency(Leases(table), kit.clock, hold, parallel))
+        if any(t.rate_limit is not None for t in kit.job_types):
+            stages.append(RateLimited(TokenBuckets(table), kit.clock, hold, parallel))
         stages.append(Dedup(kit.dedup, kit.clock, requeue, failures))
-    # the limits come last among the stages that may stop a job: a job they admit runs
-    if kit.dedup is not None and any(t.concurrency is not None for t in kit.job_types):
-        stages.append(Concurrency(Leases(kit.dedup.backend.table), kit.clock, hold, kit.dedup.parallel))
-    if kit.dedup is not None and any(t.rate_limit is not None for t in kit.job_types):
-        stages.append(RateLimited(TokenBuckets(kit.dedup.backend.table), kit.clock, hold, kit.dedup.parallel))
     record_failure = kit.dedup.record_failure if kit.dedup is not None else _no_record
     stages += [
         FinalAttempt(attempts),

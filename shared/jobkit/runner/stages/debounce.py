@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jobkit.clock import Clock
-from jobkit.flow.debounce import Debounced, DebounceWindows, Run, job_ref
+from jobkit.flow.debounce import Debounced, DebounceWindows, job_ref
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.parallel import Parallel
 from jobkit.records import DedupUnavailable
@@ -99,19 +99,23 @@ class DebounceStage(Stage):
         debounce = delivery.job_type.debounce
         assert debounce is not None
         spec, now = delivery.spec, self._clock.now()
-        ref, enqueued = job_ref(spec.domain, spec.id), _enqueued_at(delivery, self._clock)
+        ref = job_ref(spec.domain, spec.id)
         shown = debounce.key.shown(step.key)
         try:
             if not step.registered:
-                registered = self._windows.register(spec.type, step.key, ref, enqueued, now=now)
+                at = _debounce_time(delivery, now)
+                registered = self._windows.register(spec.type, step.key, ref, at, now=now)
                 if isinstance(registered, Debounced):
                     return self._debounced(delivery, f"job {registered.by} was pushed later")
+                # never past the window's end: the latest when it comes is back by then, and runs
                 wait_s = min(debounce.wait_s, registered.first_at + debounce.max_wait_s - now)
                 if wait_s >= 1:
-                    attributes = {DEBOUNCE_ATTRIBUTE: string_attribute("1")}
+                    attributes = {DEBOUNCE_ATTRIBUTE: string_attribute(repr(at))}
                     why = f"debounce: waiting {math.ceil(wait_s)} s for later jobs with {shown}"
                     return self._requeue(delivery, math.ceil(wait_s), Outcome.DELAYED, why, attributes)
-            claimed = self._windows.claim(spec.type, step.key, ref, enqueued, debounce.max_wait_s, now=now)
+            else:
+                at = _registered_at(delivery, now)
+            claimed = self._windows.claim(spec.type, step.key, ref, at, now=now)
         except DedupUnavailable as exc:
             log.warning("debounce not checked: %s", exc, extra=delivery.keys)
             if debounce.if_unavailable == "run":
@@ -120,13 +124,6 @@ class DebounceStage(Stage):
             return self._hold(delivery, None, f"debounce for {shown} not checked: the jobs table is unavailable")
         if isinstance(claimed, Debounced):
             return self._debounced(delivery, f"job {claimed.by} was pushed later")
-        if isinstance(claimed, Run) and claimed.forced:
-            log.info(
-                "debounce: %s waited max_wait_s (%s s); running this job",
-                shown,
-                debounce.max_wait_s,
-                extra=delivery.keys,
-            )
         return None
 
     @staticmethod
@@ -136,8 +133,28 @@ class DebounceStage(Stage):
 
 
 def _enqueued_at(delivery: Delivery, clock: Clock) -> float:
+    return _debounce_time(delivery, clock.now())
+
+
+def _debounce_time(delivery: Delivery, now: float) -> float:
+    """When the job was pushed, as debounce orders jobs: its enqueue time, but
+    never later than now (a producer's clock may run up to the skew allowed
+    ahead, and a job from the future would debounce every job pushed before it
+    truly was)."""
     enqueued = delivery.spec.enqueued_at
-    return enqueued if enqueued is not None else clock.now()
+    return now if enqueued is None else min(enqueued, now)
+
+
+def _registered_at(delivery: Delivery, now: float) -> float:
+    """The time the job registered with, which its copy carries; a value that
+    does not read, or lies ahead, counts as now (a sender that sets the
+    attribute gains nothing: its job runs unless a later one registered)."""
+    text = string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE)
+    try:
+        at = float(text or "")
+    except ValueError:
+        return _debounce_time(delivery, now)
+    return at if math.isfinite(at) and at <= now else _debounce_time(delivery, now)
 
 
 def _shown(delivery: Delivery) -> str:

@@ -109,14 +109,14 @@ class Dedup(Stage):
 
     def _answer(self, delivery: Delivery, admission: Admission) -> RecordResult | None:
         delivery.note(self, admission)
+        delivery.dedup_unavailable = delivery.dedup_unavailable or admission.unavailable  # (or a stage before)
         if admission.verdict is Verdict.RUN:
-            delivery.dedup_unavailable = admission.unavailable
             return None
         if admission.verdict is Verdict.DEFER:
             return self._requeue(delivery, admission.defer_s, Outcome.DEFERRED, admission.reason)
         log.info("job skipped (%s): %s", admission.verdict, admission.reason, extra=delivery.keys)
         outcome = _SKIPPED[admission.verdict]
-        return delivery.result(outcome, reason=admission.reason, dedup_unavailable=admission.unavailable)
+        return delivery.result(outcome, reason=admission.reason, dedup_unavailable=delivery.dedup_unavailable)
 
     def finish(self, delivery: Delivery, run: Run) -> None:
         admission: Admission | None = delivery.noted(self)

@@ -8,8 +8,11 @@ batch's order up to the tokens; the rest are held back
 spaced one token apart. When the jobs table cannot be reached, the type's
 ``if_unavailable`` decides: ``defer`` (the default) or ``run``.
 
-A token is spent when the limit admits the job: this stage is the last that
-can stop a job, so a job that takes a token runs.
+A limit counts starts, and a batch's jobs start one after another: a job
+that got a token with its batch uses it if it starts within
+:func:`fresh_s` of the take (one second, or one token's time if longer);
+a job that starts later, behind slow ones, takes a token of its own then.
+So the granted jobs are admitted on their turn (:data:`LATER`).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ import logging
 from collections.abc import Sequence
 
 from jobkit.clock import Clock
+from jobkit.flow.options import RateLimit
 from jobkit.flow.tokens import Grant, TokenBuckets
 from jobkit.outcome import RecordResult
 from jobkit.parallel import Parallel
 from jobkit.records import DedupUnavailable
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.hold import Hold
-from jobkit.runner.stage import Later, Stage
+from jobkit.runner.stage import LATER, Later, Stage
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +51,25 @@ class RateLimited(Stage):
         answers: list[RecordResult | Later | None] = [None] * len(deliveries)
         keys = list(groups)
         grants = self._parallel.map(lambda group: self._take(deliveries[groups[group][0]], len(groups[group])), keys)
+        taken_at = self._clock.now()
         for group, grant in zip(keys, grants, strict=True):
             for position, index in enumerate(groups[group]):
-                answers[index] = self._answer(deliveries[index], group, grant, position)
+                answer = self._answer(deliveries[index], group, grant, position)
+                if answer is None and isinstance(grant, Grant):
+                    deliveries[index].note(self, taken_at)  # its token, good while fresh
+                    answers[index] = LATER
+                else:
+                    answers[index] = answer
         return answers
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
         group = _group(delivery)
         if group is None:
+            return None
+        limit = delivery.job_type.rate_limit
+        assert limit is not None
+        taken_at: float | None = delivery.noted(self)
+        if taken_at is not None and self._clock.now() - taken_at <= fresh_s(limit):
             return None
         return self._answer(delivery, group, self._take(delivery, 1), 0)
 
@@ -84,6 +99,11 @@ class RateLimited(Stage):
             delivery.dedup_unavailable = True
             return None
         return self._hold(delivery, None, f"rate limit for {shown} not checked: the jobs table is unavailable")
+
+
+def fresh_s(limit: RateLimit) -> float:
+    """How long a token taken with the batch stays good for a job of it."""
+    return max(1.0, 1.0 / limit.per_second)
 
 
 def _group(delivery: Delivery) -> Group | None:
