@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import click
@@ -386,7 +387,7 @@ def test_a_steady_stream_never_runs_two_jobs_of_a_key_at_once(flow: LocalStack) 
     flow.drain()
     starts = sorted(r.started_at for r in flow.results.results if r.ran and r.started_at is not None)
     assert len(starts) >= 4
-    assert all(later - earlier >= 1 for earlier, later in zip(starts, starts[1:], strict=False)), starts
+    assert all(later - earlier >= 1 for earlier, later in pairwise(starts)), starts
 
 
 def test_a_very_high_rate_never_grants_more_than_the_burst(flow: LocalStack) -> None:

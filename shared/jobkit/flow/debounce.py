@@ -7,7 +7,7 @@ key (``latest``, its domain and ID, and ``latest_at``, its enqueue time) and
 last run. A job goes through two steps:
 
 1. **register**, on its first delivery: it becomes the latest, if no job
-   enqueued after it already is (one conditional update). The runner then
+   enqueued at or after it already is (one conditional update). The runner then
    sends it again with a delay: the wait, or less when the key has waited
    ``max_wait_s`` since ``first_at``.
 2. **claim**, when it comes back: it runs if it is still the latest (one
@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 
 from jobkit.records.keys import NO_SORT, Kind, partition_key
-from jobkit.records.table import Absent, AtMost, ConditionFailed, Equals, Item, Table
+from jobkit.records.table import Absent, Below, ConditionFailed, Equals, Item, Table
 
 #: How long a key's item outlives its last job (TTL).
 IDLE_TTL_S = 24 * 3600
@@ -79,7 +79,9 @@ class DebounceWindows:
                 item_key,
                 values,
                 defaults={"first_at": enqueued_at},
-                when=Absent("latest_at") | AtMost("latest_at", enqueued_at),
+                # a later job, or itself again (a redelivery); of two pushed at the same
+                # moment, the first to register keeps the run, so a late copy cannot take it
+                when=Absent("latest_at") | Below("latest_at", enqueued_at) | Equals("latest", ref),
                 want_new=True,
             )
         except ConditionFailed as lost:
