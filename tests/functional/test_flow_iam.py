@@ -94,7 +94,10 @@ def test_the_flow_fixture_types_get_the_patterns_of_their_options() -> None:
     assert "rated#rate#*" in by_type["rated"] and "rated#lease#*" not in by_type["rated"]
     assert "debounced#debounce#*" in by_type["debounced"] and "debounced#lease#*" not in by_type["debounced"]
     assert {"everything#lease#*", "everything#rate#*", "everything#debounce#*"} <= set(by_type["everything"])
-    assert not any("#once#" in p or "#status#" in p for patterns in by_type.values() for p in patterns)
+    # delivery claims only where declared (the one deliver_once type), status nowhere
+    once = {t for t, patterns in by_type.items() for p in patterns if p.startswith(f"{t}#once#")}
+    assert once == {t for t, job_type in declaration.types.items() if job_type.deliver_once} == {"onceLimited"}
+    assert not any("#status#" in p for patterns in by_type.values() for p in patterns)
 
 
 # -- what the runners really touch ------------------------------------------------------------

@@ -299,7 +299,8 @@ def test_a_limited_type_has_an_alarm_on_a_limit_that_starves_it(flow_template: d
     alarms = resources(flow_template, "AWS::CloudWatch::Alarm")
     starved = {name.removesuffix("LimitStarvesAlarm") for name in alarms if name.endswith("LimitStarvesAlarm")}
     # the types with a concurrency or rate limit; not the debounced ones
-    assert starved == {"Limited", "LimitedOpen", "HeldShort", "Rated", "RatedOpen", "Everything"}
+    limited = {"Limited", "LimitedOpen", "HeldShort", "Rated", "RatedOpen", "Everything"}
+    assert starved == limited | {"OnceLimited", "RootLimited", "SlowRated"}
     properties = alarms["RatedLimitStarvesAlarm"]["Properties"]
     assert properties["Namespace"] == "jobkit-flow" and properties["MetricName"] == "Limited"
     assert properties["Dimensions"] == [{"Name": "JobType", "Value": "rated"}]

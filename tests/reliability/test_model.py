@@ -642,7 +642,8 @@ class JobModel(RuleBasedStateMachine):
                 for key, other in sent.items()
                 if other.type == spec.type  # (another delivery of the job itself may be what ran)
                 and other.params.get("key") == spec.params.get("key")
-                and max(self.h.sent.enqueue_times[key]) >= enqueued - 30
+                # a copy of a job sent later counts from its send (SQS's SentTimestamp), as the runner sees it
+                and (max(self.h.sent.enqueue_times[key]) >= enqueued - 30 or key in self.copied)
                 and (fate := evidence[key]).category not in (Category.DEBOUNCED, Category.LOST)
             ]
             assert owners, f"debounced with no later job of its key that owns the run: {evidence[job].describe()}"

@@ -81,6 +81,10 @@ class DebounceStage(Stage):
                 earlier = deliveries[index]
                 if isinstance(answer, RecordResult) and answer.outcome is Outcome.DEBOUNCED and answer.reason:
                     answers[index] = self._debounced(earlier, answer.reason)
+                elif registered and earlier.spec.id == step.delivery.spec.id and (
+                    earlier.spec.domain == step.delivery.spec.domain
+                ):
+                    answers[index] = self._debounced(earlier, "another delivery of this job owns the run")
                 elif registered:
                     answers[index] = self._debounced(earlier, f"job {_shown(step.delivery)} was pushed later")
                 else:  # the owner could not register: each goes its own way
