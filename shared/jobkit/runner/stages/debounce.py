@@ -81,8 +81,10 @@ class DebounceStage(Stage):
                 earlier = deliveries[index]
                 if isinstance(answer, RecordResult) and answer.outcome is Outcome.DEBOUNCED and answer.reason:
                     answers[index] = self._debounced(earlier, answer.reason)
-                elif registered and earlier.spec.id == step.delivery.spec.id and (
-                    earlier.spec.domain == step.delivery.spec.domain
+                elif (
+                    registered
+                    and earlier.spec.id == step.delivery.spec.id
+                    and (earlier.spec.domain == step.delivery.spec.domain)
                 ):
                     answers[index] = self._debounced(earlier, "another delivery of this job owns the run")
                 elif registered:
