@@ -629,8 +629,8 @@ class JobModel(RuleBasedStateMachine):
 
     def _check_debounces(self, evidence: dict[str, Fate]) -> None:
         """A debounced job has a job with its type and key, enqueued no earlier
-        (give or take a push's retries), that was not itself debounced: it ran,
-        or was de-duplicated or dead-lettered for its own reason."""
+        (give or take a push's retries), that owns the run: it ran, or was
+        de-duplicated or dead-lettered for its own reason."""
         sent = self.h.sent.specs
         for result in self.h.stack.results.results:
             if result.outcome is not Outcome.DEBOUNCED:
@@ -644,7 +644,9 @@ class JobModel(RuleBasedStateMachine):
                 and other.params.get("key") == spec.params.get("key")
                 # a copy of a job sent later counts from its send (SQS's SentTimestamp), as the runner sees it
                 and (max(self.h.sent.enqueue_times[key]) >= enqueued - 30 or key in self.copied)
-                and (fate := evidence[key]).category not in (Category.DEBOUNCED, Category.LOST)
+                # it ran, or ended for a reason of its own (a delivery of it may be debounced too)
+                and ((fate := evidence[key]).runs or fate.dead_letters or fate.category is not Category.DEBOUNCED)
+                and fate.category is not Category.LOST
             ]
             assert owners, f"debounced with no later job of its key that owns the run: {evidence[job].describe()}"
 
