@@ -13,23 +13,17 @@ from typing import TYPE_CHECKING
 from jobkit.clock import Clock
 from jobkit.config import JobType, QueueConfig
 from jobkit.dedup import DedupStore
-from jobkit.flow.debounce import DebounceWindows
-from jobkit.flow.leases import Leases
-from jobkit.flow.tokens import TokenBuckets
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import MetricsPort, QueuePort
 from jobkit.runner.failures import Failures
 from jobkit.runner.hold import Hold
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage
-from jobkit.runner.stages.concurrency import Concurrency
-from jobkit.runner.stages.debounce import DebounceStage
 from jobkit.runner.stages.dedup import Dedup
 from jobkit.runner.stages.final_attempt import FinalAttempt
 from jobkit.runner.stages.job_instance import JobInstance
 from jobkit.runner.stages.last_attempt import PastLastAttempt
 from jobkit.runner.stages.metrics import Metrics
-from jobkit.runner.stages.rate_limit import RateLimited
 from jobkit.runner.stages.release import DelayHop
 from jobkit.runner.stages.status import Status
 from jobkit.runner.stages.watchdog import DeadlineWatchdog, Watchdog
@@ -69,12 +63,22 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
     if kit.dedup is not None:
         # Flow control before de-duplication: a job that debounce skips, or a limit
         # holds back, has taken no claim and advanced no root that would skip others.
+        # (imported only by a runner whose types declare them: a cold start pays for what it uses)
         table, parallel = kit.dedup.backend.table, kit.dedup.parallel
         if any(t.debounce is not None for t in kit.job_types):
+            from jobkit.flow.debounce import DebounceWindows
+            from jobkit.runner.stages.debounce import DebounceStage
+
             stages.append(DebounceStage(DebounceWindows(table), kit.clock, requeue, hold, parallel))
         if any(t.concurrency is not None for t in kit.job_types):
+            from jobkit.flow.leases import Leases
+            from jobkit.runner.stages.concurrency import Concurrency
+
             stages.append(Concurrency(Leases(table), kit.clock, hold, parallel))
         if any(t.rate_limit is not None for t in kit.job_types):
+            from jobkit.flow.tokens import TokenBuckets
+            from jobkit.runner.stages.rate_limit import RateLimited
+
             stages.append(RateLimited(TokenBuckets(table), kit.clock, hold, parallel))
         stages.append(Dedup(kit.dedup, kit.clock, requeue, failures))
     record_failure = kit.dedup.record_failure if kit.dedup is not None else _no_record
