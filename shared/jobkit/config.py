@@ -78,6 +78,7 @@ class JobType:
     rate_limit: RateLimit | None = None
     debounce: Debounce | None = None
     max_held_s: int = 86400  # a job that a limit holds back longer than this is dead-lettered
+    tracing: bool = False  # a span per job (X-Ray, through Powertools Tracer), linked to the producer's trace
 
     @property
     def limited(self) -> bool:
@@ -285,6 +286,7 @@ _TYPE_KEYS = {
     "rate_limit",
     "debounce",
     "max_held_s",
+    "tracing",
 }
 
 #: The levels a type's ``log_level`` may name.
@@ -337,6 +339,7 @@ def _job_type(source: str, name: str, spec: Mapping[str, Any]) -> JobType:
         max_held_s=get(
             "max_held_s", 86400, _int_in(60, 1209600), "must be an integer from 60 to 1209600 (SQS's 14 days)"
         ),
+        tracing=get("tracing", False, _is_bool, "must be true or false"),
     )
 
 
@@ -436,5 +439,6 @@ def declaration_to_dict(declaration: Declaration, *, only_types: set[str] | None
             "log_level": job_type.log_level,
             **flow_to_dict(job_type.fairness, job_type.concurrency, job_type.rate_limit, job_type.debounce),
             "max_held_s": job_type.max_held_s,
+            "tracing": job_type.tracing,
         }
     return {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}
