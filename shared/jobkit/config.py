@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.errors import ConfigError, UnknownJobType
 from jobkit.flow.options import (
@@ -34,6 +34,9 @@ from jobkit.flow.options import (
 )
 from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames
 from jobkit.wire import TYPE_PATTERN
+
+if TYPE_CHECKING:
+    from jobkit.schedules import Schedule
 
 DEFAULT_PATH = Path("infra/jobs.toml")
 CLASS_PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -119,6 +122,7 @@ class Declaration:
     requirements: Path | None = None
     template: Path | None = None
     source: str = "<declaration>"
+    schedules: Mapping[str, Schedule] = field(default_factory=dict)
 
     queues: Mapping[str, QueueConfig] = field(init=False)
 
@@ -157,7 +161,7 @@ class Declaration:
         their jobs push (to route those pushes). It runs only the first."""
         own = set(self.queues[queue].types)
         known = own | {target for name in own for target in self.types[name].pushes}
-        return replace(self, types={name: t for name, t in self.types.items() if name in known})
+        return replace(self, types={name: t for name, t in self.types.items() if name in known}, schedules={})
 
     def with_prefix(self, prefix: str) -> Declaration:
         """The same declaration deployed under another name prefix (a stage)."""
@@ -225,7 +229,7 @@ def declaration_from_environment(environ: Mapping[str, str] | None = None) -> De
 
 def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | None = None) -> Declaration:
     """Validate an already-decoded declaration (a TOML document as a dict)."""
-    _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types"})
+    _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types", "schedules"})
     settings = _table(source, "jobkit", raw.get("jobkit", {}))
     _no_unknown_keys(source, "jobkit", settings, {"prefix", "namespace", "code_dir", "requirements", "template"})
     prefix = settings.get("prefix", DEFAULT_PREFIX)
@@ -254,8 +258,12 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
         for target in job_type.pushes:
             if target not in types:
                 raise ConfigError(source, f"types.{job_type.name}.pushes", f"names undeclared type {target!r}")
+    from jobkit.schedules import parse_schedules
+
+    schedules = parse_schedules(source, raw.get("schedules", {}), types)
     return Declaration(
         types=types,
+        schedules=schedules,
         prefix=prefix,
         namespace=namespace,
         code_dir=(base_dir or Path(".")) / code_dir if code_dir else None,
@@ -441,4 +449,9 @@ def declaration_to_dict(declaration: Declaration, *, only_types: set[str] | None
             "max_held_s": job_type.max_held_s,
             "tracing": job_type.tracing,
         }
-    return {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}
+    out: dict[str, Any] = {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}
+    if declaration.schedules and only_types is None:  # a runner's environment needs none
+        from jobkit.schedules import schedules_to_dict
+
+        out["schedules"] = schedules_to_dict(declaration.schedules)
+    return out

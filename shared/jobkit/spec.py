@@ -27,6 +27,7 @@ from jobkit.wire import (
     WIRE_VERSION,
     decode,
     is_number,
+    utc_time,
     valid_domain,
     validate,
     validate_root_params,
@@ -313,7 +314,7 @@ class JobSpecification:
             remove_duplicates_ignore_params=data.get("removeDuplicatesIgnoreParams", ()),
             release_at=data.get("releaseAt"),
             id=data["id"],
-            enqueued_at=float(data["enqueuedAt"]),
+            enqueued_at=float(data["enqueuedAt"]) if is_number(data["enqueuedAt"]) else utc_time(data["enqueuedAt"]),
         )
 
     # -- value semantics -------------------------------------------------

@@ -154,6 +154,23 @@ def is_number(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
+#: An RFC 3339 time in UTC, as a producer that can only fill in text gives one
+#: (EventBridge Scheduler's ``<aws.scheduler.scheduled-time>``: ``2026-11-22T03:00:00Z``).
+UTC_TIME_PATTERN = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$")
+
+
+def utc_time(value: Any) -> float | None:
+    """``value`` as epoch seconds, if it is an RFC 3339 UTC time; else None."""
+    if not isinstance(value, str) or not UTC_TIME_PATTERN.fullmatch(value):
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+    except ValueError:  # 2026-02-30T00:00:00Z matches the pattern, and is no time
+        return None
+
+
 def validate(data: Any) -> None:
     """Check a decoded body against the v1 schema (docs/job-spec.schema.json)."""
     if not isinstance(data, dict):
@@ -177,7 +194,11 @@ def validate(data: Any) -> None:
         ("id", isinstance(data["id"], str) and bool(ID_PATTERN.fullmatch(data["id"])), ID_PATTERN.pattern),
         ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.fullmatch(data["type"])), "a job type name"),
         ("params", isinstance(data["params"], dict), "an object"),
-        ("enqueuedAt", is_number(data["enqueuedAt"]) and data["enqueuedAt"] >= 0, "epoch seconds"),
+        (
+            "enqueuedAt",
+            (is_number(data["enqueuedAt"]) and data["enqueuedAt"] >= 0) or utc_time(data["enqueuedAt"]) is not None,
+            "epoch seconds, or an RFC 3339 UTC time like 2026-11-22T03:00:00Z",
+        ),
         (
             "domain",
             data.get("domain") is None or (isinstance(data["domain"], str) and valid_domain(data["domain"])),

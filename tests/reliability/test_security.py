@@ -73,7 +73,33 @@ def deployments(translated: dict[str, Any], example_declaration: Declaration) ->
 
 
 def roles(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {name: r for name, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
+    """The runner roles (the schedules' roles have a test of their own)."""
+    return {
+        name: r
+        for name, r in template["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role" and name.endswith("RunnerRole")
+    }
+
+
+def test_every_role_is_a_runner_role_or_a_schedule_role(translated: dict[str, Any]) -> None:
+    names = [name for name, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
+    assert names and all(name.endswith(("RunnerRole", "ScheduleRole")) for name in names), names
+
+
+def test_a_schedule_may_only_send_to_its_own_types_queue(translated: dict[str, Any]) -> None:
+    schedules = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::Scheduler::Schedule"}
+    assert schedules, "the example declares a schedule"
+    for name, schedule in schedules.items():
+        target = schedule["Properties"]["Target"]
+        role = translated["Resources"][target["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+        [assume] = role["AssumeRolePolicyDocument"]["Statement"]
+        assert assume["Principal"] == {"Service": "scheduler.amazonaws.com"}, name
+        assert assume["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}, name
+        assert "ManagedPolicyArns" not in role, name
+        [policy] = role["Policies"]
+        [statement] = policy["PolicyDocument"]["Statement"]
+        assert (statement["Effect"], statement["Action"]) == ("Allow", "sqs:SendMessage"), name
+        assert statement["Resource"] == target["Arn"], name  # the queue the schedule sends to, and no other
 
 
 def as_list(value: Any) -> list[Any]:

@@ -16,8 +16,13 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_example_declaration_has_the_three_mediawiki_types(example_declaration: Declaration) -> None:
-    assert set(example_declaration.types) == {"htmlCacheUpdate", "refreshLinks", "enotifNotify"}
+def test_example_declaration_has_the_three_mediawiki_types_and_a_scheduled_digest(
+    example_declaration: Declaration,
+) -> None:
+    assert set(example_declaration.types) == {"htmlCacheUpdate", "refreshLinks", "enotifNotify", "emailDigest"}
+    digest = example_declaration.schedules["nightlyDigest"]
+    assert (digest.type, digest.expression, digest.timezone) == ("emailDigest", "cron(0 3 * * ? *)", "Europe/Berlin")
+    assert example_declaration.types["emailDigest"].queue == "enotifNotify"  # the email queue's function
     enotif = example_declaration.types["enotifNotify"]
     assert enotif.queue == "enotifNotify" and enotif.max_concurrency == 20 and enotif.deliver_once
     refresh = example_declaration.types["refreshLinks"]

@@ -46,6 +46,7 @@ from jobkit.template.resources import (
     queue_resources,
     shared_resources,
 )
+from jobkit.template.schedules import schedule_resources
 
 __all__ = [
     "ARCHITECTURE",
@@ -107,6 +108,7 @@ def build(
         template["Resources"].update(queue_alarms(queue))
         template["Outputs"].update(queue_outputs(queue))
     template["Resources"].update(domain_rules(declaration))
+    template["Resources"].update(schedule_resources(declaration))
     for job_type in declaration.types.values():
         template["Resources"].update(type_alarms(declaration, job_type.name))
         template["Resources"].update(limit_alarms(declaration, job_type))
