@@ -7,6 +7,8 @@ infra/jobs.toml.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from jobkit import JobSpecification, NonRetryableError
@@ -96,3 +98,17 @@ def test_a_handler_can_be_called_with_a_built_event(jobkit_stack: JobkitStack) -
     handler = jobkit_stack.handler("refreshLinks")
     event = sqs_event([JobSpecification("refreshLinks", {"title": "Main Page"})])
     assert handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+
+
+def test_the_nightly_digest_goes_out_once_a_night_each_with_its_own_id(jobkit_stack: JobkitStack) -> None:
+    # [schedules.nightlyDigest] fires at 03:00 Berlin time; three days pass on the virtual clock
+    start = jobkit_stack.clock.now()
+    results = jobkit_stack.drain(until=start + 3 * 86400)
+    digests = [r for r in results if r.job_type == "emailDigest"]
+    assert [r.outcome for r in digests] == [Outcome.SUCCEEDED] * 3
+    assert len({r.job_id for r in digests}) == 3 and all((r.job_id or "").startswith("sched-") for r in digests)
+    assert all(r.domain == "enwiki" for r in digests)
+    # each ran at its firing, a day apart, and was picked up at once
+    started = sorted(r.started_at or 0 for r in digests)
+    assert [round(b - a) for a, b in pairwise(started)] == [86400, 86400]
+    assert all((r.pickup_delay_ms or 0) < 1000 for r in digests)

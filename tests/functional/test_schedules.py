@@ -92,3 +92,27 @@ def test_an_input_template_names_the_scheduler_context_only_where_it_fills_in() 
     assert body["id"] == "sched-<aws.scheduler.execution-id>"
     assert body["enqueuedAt"] == "<aws.scheduler.scheduled-time>"
     assert "domain" not in body and body["params"] == {}
+
+
+def test_jobkit_schedules_lists_each_schedule_with_its_next_firings() -> None:
+    import click
+    from click.testing import CliRunner
+
+    from jobkit.cli.config import CliConfig
+    from jobkit.cli.ops import register_ops_commands
+    from jobkit.clock import VirtualClock
+
+    group = click.Group("jobkit")
+    register_ops_commands(group)
+    clock = VirtualClock(1795312800.0 - 60)  # a minute before 2026-11-22T02:00:00Z, 03:00 in Berlin
+    config = CliConfig(config_path=ROOT / "infra" / "jobs.toml", clock=clock)
+    result = CliRunner().invoke(group, ["schedules", "--count", "2", "--json"], obj=config)
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)["schedules"]
+    assert (row["schedule"], row["type"], row["timezone"]) == ("nightlyDigest", "emailDigest", "Europe/Berlin")
+    assert row["next"] == [
+        {"utc": "2026-11-22T02:00:00Z", "local": "2026-11-22T03:00+01:00"},
+        {"utc": "2026-11-23T02:00:00Z", "local": "2026-11-23T03:00+01:00"},
+    ]
+    table = CliRunner().invoke(group, ["schedules"], obj=config, env={"COLUMNS": "200"})
+    assert "nightlyDigest" in table.output and "2026-11-22 03:00+01:00" in table.output

@@ -26,8 +26,9 @@ import click
 from jobkit.cli.dlq import dlq
 from jobkit.cli.jobs import job, push
 from jobkit.cli.queues import queues, top
+from jobkit.cli.schedules import schedules
 
-OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job)
+OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, schedules)
 
 
 def register_ops_commands(group: click.Group) -> None:

@@ -53,6 +53,7 @@ from jobkit.local.moto_time import (
 )
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.results import MetricsPublisher, ResultLog, Tee
+from jobkit.local.scheduler import LocalScheduler
 from jobkit.local.server import serving_aws
 from jobkit.push import JobQueueGroup
 from jobkit.registry import JobRegistry
@@ -126,6 +127,7 @@ class LocalStack:
         self._exit = contextlib.ExitStack()
         self.mappings: dict[str, EventSourceMapping] = {}
         self.runners: dict[str, Runner] = {}
+        self.scheduler: LocalScheduler | None = None  # the declaration's schedules, on the stack's clock
         self._publish_metrics = publish_metrics
         self._sent = SentCounts()
         #: Set with ``publish_metrics``; :meth:`MetricsPublisher.publish` publishes at once.
@@ -158,6 +160,7 @@ class LocalStack:
             )
             self._add_code_dir()
             self._wire_runners()
+            self.scheduler = LocalScheduler(self.declaration.schedules, self._send_scheduled, self.clock.now())
         except BaseException:
             self.stop()
             raise
@@ -282,6 +285,11 @@ class LocalStack:
                 receivable=functools.partial(self._receivable, name),
             )
 
+    def _send_scheduled(self, job_type: str, body: str) -> None:
+        """A schedule's firing, sent as EventBridge Scheduler sends it: the body alone."""
+        queue = self.declaration.types[job_type].queue
+        self.sqs.send_message(QueueUrl=self.queue_url(queue), MessageBody=body)
+
     def _receivable(self, name: str) -> bool:
         return has_receivable(ACCOUNT_ID, self.region, name, self.clock.now())
 
@@ -300,6 +308,8 @@ class LocalStack:
         """
         if self.metrics_publisher is not None:
             self.metrics_publisher.tick()
+        if self.scheduler is not None:
+            self.scheduler.fire_due(self.clock.now())
         delivered = 0
         concurrency = {queue: config.max_concurrency for queue, config in self.declaration.queues.items()}
         for slot in range(max(concurrency.values(), default=0)):
@@ -348,6 +358,9 @@ class LocalStack:
             if batch:
                 continue
             wake = self.next_wakeup()
+            if until is not None and self.scheduler is not None:  # schedules fire forever: only up to `until`
+                due = self.scheduler.next_due()
+                wake = due if wake is None or (due is not None and due < wake) else wake
             if wake is None or (until is not None and wake > until):
                 break
             self._wait_until(wake)
