@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from jobkit.correlation import install as install_correlation
 from jobkit.errors import ConfigError
 from jobkit.log_level import install as install_log_levels
 from jobkit.runner import Runner
@@ -44,5 +45,8 @@ def runner_from_environment(environ: Mapping[str, str]) -> Runner:
     copy_config_to_registered_loggers(source_logger=logger, include={"jobkit"})
     # A type's log_level quiets its lines, jobkit's and (via the root logger) its job code's.
     levels = {name: job_type.log_level for name, job_type in declaration.types.items()}
-    install_log_levels(levels, [*logging.getLogger("jobkit").handlers, *logging.getLogger().handlers])
+    handlers = [*logging.getLogger("jobkit").handlers, *logging.getLogger().handlers]
+    install_log_levels(levels, handlers)
+    # Every line logged while a job runs carries its correlation_id (its job code's too).
+    install_correlation(handlers)
     return wiring.runner(queue, metrics=EmfMetrics(declaration.namespace))

@@ -1,6 +1,9 @@
 """Lazy pushes (MediaWiki's lazyPush): jobs buffered until the work that
 decided on them is done, then pushed: at the end of a ``deferred()`` block,
-after a WSGI or ASGI response, or when a Lambda handler returns."""
+after a WSGI or ASGI response, or when a Lambda handler returns.
+
+The middleware also gives each request its correlation ID (see
+:mod:`jobkit.correlation`), which every job the request pushes carries."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
+from jobkit.correlation import asgi_headers, correlation_scope, from_headers
 from jobkit.errors import JobQueueError
 from jobkit.spec import JobSpecification
 
@@ -134,13 +138,15 @@ def wsgi_middleware(app: Callable[..., Iterable[bytes]], buffer: LazyBuffer) -> 
     """``app``, pushing each request's lazy jobs once the server has closed its response."""
 
     def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        opened = buffer.begin()
-        try:
-            response = app(environ, start_response)
-        except BaseException:
-            buffer.push_now(buffer.end(opened))
-            raise
-        return _FlushOnClose(response, lambda: buffer.push_now(buffer.end(opened)))
+        correlation_id = from_headers(environ)
+        with correlation_scope(correlation_id):
+            opened = buffer.begin()
+            try:
+                response = app(environ, start_response)
+            except BaseException:
+                buffer.push_now(buffer.end(opened))
+                raise
+        return _FlushOnClose(response, lambda: _in_scope(correlation_id, buffer.push_now, buffer.end(opened)))
 
     return middleware
 
@@ -161,15 +167,27 @@ def asgi_middleware(app: ASGIApp, buffer: LazyBuffer) -> ASGIApp:
         if scope.get("type") != "http":
             await app(scope, receive, send)
             return
-        opened = buffer.begin()
-        try:
-            await app(scope, receive, send)
-        finally:
-            specs = buffer.end(opened)
-            if specs:
-                await asyncio.get_running_loop().run_in_executor(None, buffer.push_now, specs)
+        correlation_id = from_headers(asgi_headers(scope))
+        with correlation_scope(correlation_id):
+            opened = buffer.begin()
+            try:
+                await app(scope, receive, send)
+            finally:
+                specs = buffer.end(opened)
+                if specs:  # the executor's thread does not see this task's context
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, _in_scope, correlation_id, buffer.push_now, specs
+                    )
 
     return middleware
+
+
+def _in_scope(
+    correlation_id: str, push: Callable[[list[JobSpecification]], list[str]], specs: list[JobSpecification]
+) -> list[str]:
+    """``push(specs)`` as part of the request with this correlation ID."""
+    with correlation_scope(correlation_id):
+        return push(specs)
 
 
 class _FlushOnClose:

@@ -19,20 +19,23 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from jobkit import lazy_push
 from jobkit.children import ChildIds, derived_job_id
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, declaration_from_environment
+from jobkit.correlation import current_correlation_id, current_traceparent, current_xray_header, new_correlation_id
 from jobkit.errors import FailedJob, JobKitError, JobQueueError, SpecError
 from jobkit.flow.fairness import message_group_id
 from jobkit.lazy_push import ASGIApp
 from jobkit.spec import JobSpecification
 from jobkit.sqs import (
+    CORRELATION_ATTRIBUTE,
     MAX_JOB_BYTES,
     RUNNER_RESERVED_BYTES,
+    TRACEPARENT_ATTRIBUTE,
     TYPE_ATTRIBUTE,
     Outgoing,
     SendResult,
@@ -40,6 +43,7 @@ from jobkit.sqs import (
     delay_seconds,
     send_with_retries,
     string_attribute,
+    xray_system_attribute,
 )
 
 if TYPE_CHECKING:
@@ -192,7 +196,8 @@ class JobQueueGroup:
         if not specs:
             return []
         now = self._shared.clock.now()
-        messages, failed = self._prepare(specs, now)
+        # One correlation ID per push() outside a request or job (see jobkit.correlation).
+        messages, failed = self._prepare(specs, now, _Origin.current())
         result = send_with_retries(
             self._shared.transport.send_batch,
             messages,
@@ -293,7 +298,7 @@ class JobQueueGroup:
         return spec if spec.domain is not None or self.domain is None else spec.replace(domain=self.domain)
 
     def _prepare(
-        self, specs: Sequence[JobSpecification], now: float
+        self, specs: Sequence[JobSpecification], now: float, origin: _Origin
     ) -> tuple[list[Outgoing[JobSpecification]], list[FailedJob]]:
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -301,7 +306,7 @@ class JobQueueGroup:
         failed: list[FailedJob] = []
         for original in specs:
             try:
-                messages.append(self._message(self._with_domain(original).stamped(now), now))
+                messages.append(self._message(self._with_domain(original).stamped(now), now, origin))
             except JobKitError as exc:
                 failed.append(FailedJob(original.id, original.type, type(exc).__name__, str(exc)))
             except ClientError as exc:  # the queue URL could not be resolved
@@ -311,7 +316,7 @@ class JobQueueGroup:
                 failed.append(FailedJob(original.id, original.type, type(exc).__name__, str(exc)))
         return messages, failed
 
-    def _message(self, spec: JobSpecification, now: float) -> Outgoing[JobSpecification]:
+    def _message(self, spec: JobSpecification, now: float, origin: _Origin) -> Outgoing[JobSpecification]:
         # Refuse here what a runner would dead-letter as poison.
         spec.check_root_job_params()
         spec.check_times(now)
@@ -321,13 +326,20 @@ class JobQueueGroup:
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
         # The tenant of an SQS fair queue: the type's fairness key (the domain by default).
         group_id = message_group_id(self._shared.declaration.job_type(spec.type).fairness, spec)
-        message = Outgoing(spec, queue_url, spec.to_message(), attributes, delay_seconds(release_in), group_id)
+        message = Outgoing(
+            spec, queue_url, spec.to_message(), attributes, delay_seconds(release_in), group_id, origin.system
+        )
         if message.size > MAX_JOB_BYTES:
             raise SpecError(
                 f"{spec.type} {spec.id}: message is {message.size} bytes, over the {MAX_JOB_BYTES} a job may have"
                 f" (the SQS limit less {RUNNER_RESERVED_BYTES} bytes the runner needs to re-enqueue it);"
                 " pass a reference (an S3 key, a page ID) instead of the data"
             )
+        # Where it came from, while it fits: a job within bytes of the limit goes without.
+        traced = replace(message, attributes={**attributes, **origin.attributes})
+        if traced.size <= MAX_JOB_BYTES:
+            return traced
+        log.debug("%s %s: sent without its correlation ID and trace context: no room", spec.type, spec.id)
         return message
 
     def _record_roots(self, sent: list[JobSpecification]) -> None:
@@ -342,3 +354,21 @@ class JobQueueGroup:
                     # The job is enqueued; failing the push now would make the app push
                     # it again. The runner records the timestamp when it meets the root.
                     log.warning("could not record root job %s: %s", spec.id, exc)
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """What a push stamps on each message about where its jobs came from: the
+    correlation ID (``CorrelationId``), the OpenTelemetry ``traceparent``, and
+    the X-Ray trace header (the ``AWSTraceHeader`` system attribute)."""
+
+    attributes: dict[str, Any]
+    system: dict[str, Any]
+
+    @staticmethod
+    def current() -> _Origin:
+        attributes = {CORRELATION_ATTRIBUTE: string_attribute(current_correlation_id() or new_correlation_id())}
+        traceparent = current_traceparent()
+        if traceparent is not None:
+            attributes[TRACEPARENT_ATTRIBUTE] = string_attribute(traceparent)
+        return _Origin(attributes, xray_system_attribute(current_xray_header()))

@@ -117,7 +117,7 @@ def test_a_whole_queue_redrive_falls_back_to_copying_where_move_tasks_are_missin
         MessageSystemAttributeNames=["All"],
     )["Messages"]
     assert message["Body"] == dead["Body"]
-    assert set(message["MessageAttributes"]) == {"JobType"}
+    assert set(message["MessageAttributes"]) == {"JobType", "CorrelationId"}  # the request that caused it, kept
     assert message["Attributes"]["ApproximateReceiveCount"] == "1"
     assert stack.queue_depth("alwaysFails", dlq=True) == 0
 

@@ -270,7 +270,10 @@ def test_a_group_sends_through_its_transport(test_declaration: Any) -> None:
         ["queue:dedup"],
         ["queue:noop"],  # the refused entry, again
     ]
-    assert transport.batches[0][0].attributes == {"JobType": {"DataType": "String", "StringValue": "noop"}}
+    attributes = transport.batches[0][0].attributes
+    assert attributes["JobType"] == {"DataType": "String", "StringValue": "noop"}
+    assert set(attributes) == {"JobType", "CorrelationId"}  # one correlation ID per push() call
+    assert len({m.attributes["CorrelationId"]["StringValue"] for batch in transport.batches for m in batch}) == 1
 
 
 def test_asgi_middleware_flushes_after_the_response(stack: LocalStack, sqs_requests: RequestCounter) -> None:

@@ -21,13 +21,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from jobkit.correlation import valid_correlation_id
 from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
 from jobkit.ops.verdict import Claimed, Reason, Verdict, check_times, check_type, from_runs, poison, unknown
 from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt
 from jobkit.spec import JobSpecification
-from jobkit.sqs import TYPE_ATTRIBUTE, QueueDirectory
+from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -100,6 +101,12 @@ class DeadLetter:
     @property
     def domain(self) -> str | None:
         return self.spec.domain if self.spec is not None else None
+
+    @property
+    def correlation_id(self) -> str | None:
+        """The correlation ID its producer sent (the request or job that pushed it), if a valid one.
+        A sender's claim, like the type attribute: it leads to the request's logs."""
+        return valid_correlation_id(self.attributes.get(CORRELATION_ATTRIBUTE))
 
     @property
     def claimed(self) -> Claimed | None:
@@ -190,6 +197,7 @@ class DeadLetter:
             "error_class": self.error_class,
             "error": self.error,
             "source_queue": self.source_queue,
+            "correlation_id": self.correlation_id,
             "claimed": claimed.to_json() if claimed is not None else None,
         }
         if self.parse_error is not None:

@@ -14,11 +14,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.config import JobType
+from jobkit.correlation import valid_correlation_id
 from jobkit.errors import SpecError
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.records.keys import JobRef
 from jobkit.spec import JobSpecification
-from jobkit.sqs import ENQUEUED_AT_ATTRIBUTE, MAX_JOB_BYTES, DeadLetterReason, message_size, sendable_attributes
+from jobkit.sqs import (
+    CORRELATION_ATTRIBUTE,
+    ENQUEUED_AT_ATTRIBUTE,
+    MAX_JOB_BYTES,
+    DeadLetterReason,
+    message_size,
+    sendable_attributes,
+)
 from jobkit.status import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
@@ -101,9 +109,18 @@ class Delivery:
         return self.attempt - self.receive_count
 
     @property
+    def correlation_id(self) -> str | None:
+        """The correlation ID its producer sent (``CorrelationId``), if a valid one."""
+        return valid_correlation_id(string_attribute_of(self.record, CORRELATION_ATTRIBUTE))
+
+    @property
     def keys(self) -> dict[str, Any]:
         """Structured log keys. Never the params: those are logged at DEBUG only."""
-        return {"job_id": self.spec.id, "job_type": self.spec.type, "domain": self.spec.domain}
+        keys = {"job_id": self.spec.id, "job_type": self.spec.type, "domain": self.spec.domain}
+        correlation_id = self.correlation_id
+        if correlation_id is not None:
+            keys["correlation_id"] = correlation_id
+        return keys
 
     def result(self, outcome: Outcome, **fields: Any) -> RecordResult:
         return RecordResult(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, JobType
+from jobkit.correlation import correlation_scope
 from jobkit.dedup import DedupStore
 from jobkit.errors import JobClassError, JobFailed, SpecError, UnknownJobType
 from jobkit.log_level import running
@@ -237,7 +238,8 @@ class Runner:
             # No line when a job starts: if the invocation times out, the deadline
             # watchdog names the job it was running (one INFO line per job, not two).
             log.debug("job params", extra={**delivery.keys, "attempt": delivery.attempt, "params": spec.params})
-            with running(delivery.job_type.log_level):
+            # the job's own lines carry its correlation ID, and the jobs it pushes inherit it
+            with running(delivery.job_type.log_level), correlation_scope(delivery.correlation_id):
                 try:
                     run.succeeded = job.run() is not False
                 except JOB_ERRORS as exc:

@@ -8,16 +8,22 @@ at import time, and nothing imports botocore until a request is made.
 from __future__ import annotations
 
 from jobkit.sqs.attributes import (
+    CORRELATION_ATTRIBUTE,
     DEBOUNCE_ATTRIBUTE,
     DEFERRED_ATTRIBUTE,
     ENQUEUED_AT_ATTRIBUTE,
     HELD_ATTRIBUTE,
+    TRACEPARENT_ATTRIBUTE,
     TYPE_ATTRIBUTE,
+    XRAY_SYSTEM_ATTRIBUTE,
     DeadLetterReason,
+    by_priority,
     dead_letter_copy,
     number_attribute,
     sendable_attributes,
     string_attribute,
+    system_attributes,
+    xray_system_attribute,
 )
 from jobkit.sqs.batches import (
     RETRYABLE_CODES,
@@ -48,6 +54,7 @@ from jobkit.sqs.receive import new_messages, receive_messages
 from jobkit.sqs.transport import SqsPushTransport
 
 __all__ = [
+    "CORRELATION_ATTRIBUTE",
     "DEBOUNCE_ATTRIBUTE",
     "DEFERRED_ATTRIBUTE",
     "ENQUEUED_AT_ATTRIBUTE",
@@ -60,7 +67,9 @@ __all__ = [
     "MAX_VISIBILITY_S",
     "RETRYABLE_CODES",
     "RUNNER_RESERVED_BYTES",
+    "TRACEPARENT_ATTRIBUTE",
     "TYPE_ATTRIBUTE",
+    "XRAY_SYSTEM_ATTRIBUTE",
     "Chunk",
     "DeadLetterReason",
     "Outgoing",
@@ -69,6 +78,7 @@ __all__ = [
     "SendResult",
     "SqsPushTransport",
     "SqsQueues",
+    "by_priority",
     "dead_letter_copy",
     "delay_seconds",
     "delete_in_chunks",
@@ -83,4 +93,6 @@ __all__ = [
     "send_with_retries",
     "sendable_attributes",
     "string_attribute",
+    "system_attributes",
+    "xray_system_attribute",
 ]

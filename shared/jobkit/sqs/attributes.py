@@ -40,6 +40,41 @@ HELD_ATTRIBUTE = "jobkit.held"
 #: by type without parsing bodies.
 TYPE_ATTRIBUTE = "JobType"
 
+#: The correlation ID of the request or job that pushed the job (see
+#: :mod:`jobkit.correlation`). The sender's, not the runner's: copies keep it.
+CORRELATION_ATTRIBUTE = "CorrelationId"
+
+#: The producer's W3C trace context, when an OpenTelemetry span was active.
+TRACEPARENT_ATTRIBUTE = "traceparent"
+
+#: SQS's one message *system* attribute: the producer's X-Ray trace header. It
+#: is not one of the 10 message attributes, and SQS does not count its size.
+XRAY_SYSTEM_ATTRIBUTE = "AWSTraceHeader"
+
+#: The sender's attributes a copy keeps first when SQS's 10 do not hold them all.
+_FIRST = (TYPE_ATTRIBUTE, CORRELATION_ATTRIBUTE, TRACEPARENT_ATTRIBUTE)
+
+
+def by_priority(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
+    """A sender's attributes, the type, correlation ID and trace context first."""
+    first = sorted(attributes, key=lambda name: _FIRST.index(name) if name in _FIRST else len(_FIRST))
+    return {name: attributes[name] for name in first}
+
+
+def system_attributes(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A received record's X-Ray trace header, as a copy's ``MessageSystemAttributes``
+    (Lambda's event carries it in the record's ``attributes``; ReceiveMessage too)."""
+    attributes = record.get("attributes") or record.get("Attributes") or {}
+    header = attributes.get(XRAY_SYSTEM_ATTRIBUTE) if isinstance(attributes, Mapping) else None
+    return xray_system_attribute(header) if isinstance(header, str) else {}
+
+
+def xray_system_attribute(header: str | None) -> dict[str, Any]:
+    """``MessageSystemAttributes`` carrying an X-Ray trace header, or none."""
+    if not header:
+        return {}
+    return {XRAY_SYSTEM_ATTRIBUTE: {"DataType": "String", "StringValue": header}}
+
 
 def string_attribute(value: str) -> AttributeValue:
     return {"DataType": "String", "StringValue": value}

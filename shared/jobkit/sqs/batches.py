@@ -54,7 +54,9 @@ class Outgoing(Generic[T]):
     """A message to send, with the sender's own handle on it (``item``: a job
     spec, a dead letter). ``delay_s`` None leaves the delay to the queue;
     ``group_id`` None sends no ``MessageGroupId`` (on a standard queue, the
-    tenant an SQS fair queue counts it in: see :mod:`jobkit.flow.fairness`)."""
+    tenant an SQS fair queue counts it in: see :mod:`jobkit.flow.fairness`).
+    ``system_attributes``: SQS's ``MessageSystemAttributes`` (the X-Ray trace
+    header), which SQS neither counts in the size nor among the 10 attributes."""
 
     item: T
     queue_url: str
@@ -62,6 +64,7 @@ class Outgoing(Generic[T]):
     attributes: dict[str, AttributeValue]
     delay_s: int | None = None
     group_id: str | None = None
+    system_attributes: dict[str, Any] = field(default_factory=dict)
     size: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -78,6 +81,8 @@ class Outgoing(Generic[T]):
             entry["DelaySeconds"] = self.delay_s
         if self.group_id is not None:
             entry["MessageGroupId"] = self.group_id
+        if self.system_attributes:
+            entry["MessageSystemAttributes"] = self.system_attributes  # type: ignore[typeddict-item]
         return entry
 
 

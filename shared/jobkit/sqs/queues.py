@@ -9,7 +9,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobkit.config import Declaration
-from jobkit.sqs.attributes import TYPE_ATTRIBUTE, DeadLetterReason, dead_letter_copy, sendable_attributes
+from jobkit.sqs.attributes import (
+    DeadLetterReason,
+    by_priority,
+    dead_letter_copy,
+    sendable_attributes,
+    system_attributes,
+)
 from jobkit.sqs.limits import MAX_ATTRIBUTES, MAX_VISIBILITY_S, delay_seconds
 
 if TYPE_CHECKING:
@@ -97,7 +103,7 @@ class SqsQueues:
         body, attributes = dead_letter_copy(
             record["body"],
             reason.attributes(source, now),
-            sendable_attributes(record.get("messageAttributes") or {}),
+            by_priority(sendable_attributes(record.get("messageAttributes") or {})),
         )
         self._client.send_message(
             **_in_group(
@@ -124,9 +130,9 @@ class SqsQueues:
         sender's that do not fit beside them are dropped (and logged), so that
         a message with 10 of its own can still hop."""
         extra = dict(extra_attributes or {})
-        own = sendable_attributes(record.get("messageAttributes") or {})
-        first = sorted(own, key=lambda name: name != TYPE_ATTRIBUTE)  # the type, which ops filter by, first
-        kept = {name: own[name] for name in first[: max(0, MAX_ATTRIBUTES - len(extra))]}
+        # the type (which ops filter by), the correlation ID and the trace context first
+        own = by_priority(sendable_attributes(record.get("messageAttributes") or {}))
+        kept = {name: own[name] for name in list(own)[: max(0, MAX_ATTRIBUTES - len(extra))]}
         if len(kept) < len(own):
             dropped = ", ".join(sorted(set(own) - set(kept)))
             log.warning("re-enqueued %s without its attributes %s: SQS takes 10", record["messageId"], dropped)
@@ -145,7 +151,13 @@ class SqsQueues:
 
 def _in_group(record: Mapping[str, Any], **request: Any) -> dict[str, Any]:
     """A SendMessage request for a copy of a received record, in the record's
-    own ``MessageGroupId`` (its tenant in a fair queue), if it had one.
-    Lambda's event carries it in the record's ``attributes``."""
+    own ``MessageGroupId`` (its tenant in a fair queue), if it had one, and
+    with its producer's X-Ray trace header. Lambda's event carries both in the
+    record's ``attributes``."""
     group_id = (record.get("attributes") or {}).get("MessageGroupId")
-    return {**request, "MessageGroupId": group_id} if group_id else request
+    if group_id:
+        request["MessageGroupId"] = group_id
+    trace = system_attributes(record)
+    if trace:
+        request["MessageSystemAttributes"] = trace
+    return request

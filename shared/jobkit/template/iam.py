@@ -94,8 +94,23 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
                 "Resource": [*queue_arns, {"Fn::GetAtt": [ids.dlq, "Arn"]}],
             },
             *table_statements,
+            *([XRAY_STATEMENT] if traced(declaration, queue) else []),
         ]
     }
+
+
+#: What a runner with ``Tracing: Active`` needs to send its spans (only those have it).
+XRAY_STATEMENT: dict[str, Any] = {
+    "Sid": "SendTraces",
+    "Effect": "Allow",
+    "Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+    "Resource": "*",  # X-Ray has no resource-level permissions for these
+}
+
+
+def traced(declaration: Declaration, queue: QueueConfig) -> bool:
+    """Whether the queue has a type with ``tracing = true`` (its runner traces)."""
+    return any(declaration.types[name].tracing for name in queue.types)
 
 
 def _table_statement(sid: str, actions: list[str], leading_keys: Iterable[str]) -> dict[str, Any]:

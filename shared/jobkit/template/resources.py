@@ -24,7 +24,7 @@ from jobkit.resources import (
 from jobkit.sam.makefile import makefile_path
 from jobkit.sam.runner import code_package
 from jobkit.template.checkov import checkov_skips
-from jobkit.template.iam import pushed_types, runner_policy, sendable_queues
+from jobkit.template.iam import pushed_types, runner_policy, sendable_queues, traced
 from jobkit.template.naming import NAMES, QueueIds
 
 MAX_ENVIRONMENT_BYTES = 4096  # Lambda's limit on all environment variables together
@@ -182,6 +182,8 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
         },
         "Policies": [runner_policy(declaration, queue)],
     }
+    if traced(declaration, queue):  # a span per job of its traced types (jobkit.runner.stages.trace)
+        properties["Tracing"] = "Active"
     return {
         "Type": "AWS::Serverless::Function",
         "Properties": properties,

@@ -248,10 +248,12 @@ def sqs_event(
             stack's ``clock.now()`` when its runner is on a virtual clock behind
             the real one.
     """
+    from jobkit.correlation import current_correlation_id, new_correlation_id
     from jobkit.local.esm import lambda_record
 
     if now is None:
         now = time.time()
+    correlation_id = current_correlation_id() or new_correlation_id()  # as push() sends them: one per call
     region = queue_arn.split(":")[3]
     timestamp = str(int(now * 1000))
     records = []
@@ -266,7 +268,10 @@ def sqs_event(
                 "SentTimestamp": timestamp,
                 "ApproximateFirstReceiveTimestamp": timestamp,
             },
-            "MessageAttributes": {"JobType": {"DataType": "String", "StringValue": stamped.type}},
+            "MessageAttributes": {
+                "JobType": {"DataType": "String", "StringValue": stamped.type},
+                "CorrelationId": {"DataType": "String", "StringValue": correlation_id},
+            },
         }
         records.append(lambda_record(message, queue_arn, region))
     return {"Records": records}

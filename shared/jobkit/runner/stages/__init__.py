@@ -86,6 +86,10 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
         FinalAttempt(attempts),
         Watchdog(DeadlineWatchdog(kit.clock, record_failure), kit.queue.timeout_s),
     ]
+    if any(t.tracing for t in kit.job_types):  # last to start: its span holds run() only
+        from jobkit.runner.stages.trace import Trace
+
+        stages.append(Trace([t.name for t in kit.job_types if t.tracing]))
     return stages
 
 
