@@ -135,6 +135,8 @@ def test_a_delay_hop_and_the_dead_letter_keep_it(stack: LocalStack, logs: pytest
     shown = json.loads(cli_for(stack)("dlq", "show", "alwaysFails", failing.id, "--json").stdout)
     assert [m["correlation_id"] for m in shown["messages"]] == ["corr-42"]
     assert [m["attributes"][CORRELATION_ATTRIBUTE] for m in shown["messages"]] == ["corr-42"]
+    text = cli_for(stack, columns=200)("dlq", "show", "alwaysFails", failing.id).stdout
+    assert "correlation id" in text and "corr-42" in text
 
 
 def test_an_asgi_request_s_jobs_carry_its_id(stack: LocalStack) -> None:

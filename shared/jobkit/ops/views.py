@@ -208,6 +208,7 @@ def dead_letter_detail(dead: DeadLetter, now: float) -> RenderableType:
             "job id": dead.job_id or "- (the body is not a job)",
             "type": _type(dead),
             "domain": dead.domain or MISSING,
+            "correlation id": dead.correlation_id or MISSING,  # the request that pushed it (find its lines by it)
             "reason": f"{dead.reason} ({'verified' if dead.verified else 'not verified'})",
             "why": dead.explanation,
             "last error": dead.last_error or MISSING,
