@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
 from jobkit.dedup import DedupStore
+from jobkit.local.containers import Containers
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.fleet import Fleet
 from jobkit.local.moto_time import (
@@ -268,7 +269,7 @@ class LocalStack:
                 rng = random.Random(self._seed)
                 return self.wiring.runner(queue, metrics=metrics, registry=self._registry, rng=rng)
 
-            containers = _Containers(container)
+            containers = Containers(container)
             self.runners[queue] = containers.first
             name = self.declaration.queue_name(queue)
             self.mappings[queue] = EventSourceMapping(
@@ -420,25 +421,6 @@ class LocalStack:
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
             )
         return messages
-
-
-class _Containers:
-    """A queue's runner "containers": a batch goes to an idle one, and a batch
-    delivered while every one is busy (a job's own code polling the stack, as
-    a test does to run jobs "at once") gets a new one, as Lambda starts
-    another container rather than run two batches in one."""
-
-    def __init__(self, build: Callable[[], Runner]) -> None:
-        self._build = build
-        self.first = build()
-        self._idle = [self.first]
-
-    def handle(self, event: Any, context: Any = None) -> dict[str, Any]:
-        runner = self._idle.pop() if self._idle else self._build()
-        try:
-            return runner.handle(event, context)
-        finally:
-            self._idle.append(runner)
 
 
 def _no_sleep(_: float) -> None:

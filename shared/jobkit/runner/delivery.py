@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.config import JobType
@@ -108,7 +109,7 @@ class Delivery:
         """Attempts made by the messages this one was re-enqueued from."""
         return self.attempt - self.receive_count
 
-    @property
+    @cached_property
     def correlation_id(self) -> str | None:
         """The correlation ID its producer sent (``CorrelationId``), if a valid one."""
         return valid_correlation_id(string_attribute_of(self.record, CORRELATION_ATTRIBUTE))

@@ -15,20 +15,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
+from jobkit.config import JobType
 from jobkit.flow.leases import Full, Lease, Leases
 from jobkit.outcome import RecordResult
 from jobkit.parallel import Parallel
 from jobkit.records import DedupUnavailable
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.hold import Hold
+from jobkit.runner.keyed import Group, Keyed, by_group, group_of
 from jobkit.runner.stage import Later, Stage
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
 log = logging.getLogger(__name__)
-
-Group = tuple[str, str]  # (job type, key value)
 
 
 class Concurrency(Stage):
@@ -45,11 +45,7 @@ class Concurrency(Stage):
         self._held, self._users, self._releases = {}, {}, []
 
     def admit_batch(self, deliveries: Sequence[Delivery]) -> list[RecordResult | Later | None]:
-        groups: dict[Group, list[int]] = {}
-        for index, delivery in enumerate(deliveries):
-            group = _group(delivery)
-            if group is not None:
-                groups.setdefault(group, []).append(index)
+        groups = by_group(deliveries, _option)
         answers: list[RecordResult | Later | None] = [None] * len(deliveries)
         wanted = [group for group in groups if group not in self._held]
         taken = self._parallel.map(lambda group: self._acquire(deliveries[groups[group][0]]), wanted)
@@ -60,7 +56,7 @@ class Concurrency(Stage):
         return answers
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
-        group = _group(delivery)
+        group = group_of(delivery, _option)
         if group is None:
             return None
         return self._answer(delivery, group, None if group in self._held else self._acquire(delivery))
@@ -117,8 +113,5 @@ class Concurrency(Stage):
                 log.warning("a concurrency lease could not be given back; it lapses at its deadline", exc_info=True)
 
 
-def _group(delivery: Delivery) -> Group | None:
-    limit = delivery.job_type.concurrency
-    if limit is None:
-        return None
-    return delivery.spec.type, limit.key.value(delivery.spec)
+def _option(job_type: JobType) -> Keyed | None:
+    return job_type.concurrency

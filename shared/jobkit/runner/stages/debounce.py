@@ -26,13 +26,12 @@ from jobkit.parallel import Parallel
 from jobkit.records import DedupUnavailable
 from jobkit.runner.delivery import Delivery, string_attribute_of
 from jobkit.runner.hold import Hold
+from jobkit.runner.keyed import Group
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Later, Stage
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
 
 log = logging.getLogger(__name__)
-
-Group = tuple[str, str]  # (job type, key value)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Sequence
 
 from jobkit.clock import Clock
+from jobkit.config import JobType
 from jobkit.flow.options import RateLimit
 from jobkit.flow.tokens import Grant, TokenBuckets
 from jobkit.outcome import RecordResult
@@ -28,11 +29,10 @@ from jobkit.parallel import Parallel
 from jobkit.records import DedupUnavailable
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.hold import Hold
+from jobkit.runner.keyed import Group, Keyed, by_group, group_of
 from jobkit.runner.stage import LATER, Later, Stage
 
 log = logging.getLogger(__name__)
-
-Group = tuple[str, str]  # (job type, key value)
 
 
 class RateLimited(Stage):
@@ -43,11 +43,7 @@ class RateLimited(Stage):
         self._parallel = parallel
 
     def admit_batch(self, deliveries: Sequence[Delivery]) -> list[RecordResult | Later | None]:
-        groups: dict[Group, list[int]] = {}
-        for index, delivery in enumerate(deliveries):
-            group = _group(delivery)
-            if group is not None:
-                groups.setdefault(group, []).append(index)
+        groups = by_group(deliveries, _option)
         answers: list[RecordResult | Later | None] = [None] * len(deliveries)
         keys = list(groups)
         grants = self._parallel.map(lambda group: self._take(deliveries[groups[group][0]], len(groups[group])), keys)
@@ -63,7 +59,7 @@ class RateLimited(Stage):
         return answers
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
-        group = _group(delivery)
+        group = group_of(delivery, _option)
         if group is None:
             return None
         limit = delivery.job_type.rate_limit
@@ -106,8 +102,5 @@ def fresh_s(limit: RateLimit) -> float:
     return max(1.0, 1.0 / limit.per_second)
 
 
-def _group(delivery: Delivery) -> Group | None:
-    limit = delivery.job_type.rate_limit
-    if limit is None:
-        return None
-    return delivery.spec.type, limit.key.value(delivery.spec)
+def _option(job_type: JobType) -> Keyed | None:
+    return job_type.rate_limit
