@@ -28,11 +28,17 @@ from jobkit.job import Job, JobContext
 from jobkit.spec import JobSpecification
 
 if TYPE_CHECKING:
+    from jobkit.correlation import correlation_scope, current_correlation_id
     from jobkit.push import JobQueueGroup
     from jobkit.wiring import queue_group
 
 #: Named here, imported on first use.
-_LAZY = {"JobQueueGroup": "jobkit.push", "queue_group": "jobkit.wiring"}
+_LAZY = {
+    "JobQueueGroup": "jobkit.push",
+    "queue_group": "jobkit.wiring",
+    "correlation_scope": "jobkit.correlation",
+    "current_correlation_id": "jobkit.correlation",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -62,5 +68,7 @@ __all__ = [
     "NonRetryableError",
     "SpecError",
     "UnknownJobType",
+    "correlation_scope",
+    "current_correlation_id",
     "queue_group",
 ]

@@ -84,6 +84,7 @@ class RecordResult:
     error: str | None = None  # "ErrorClass: message" when it failed or was poisoned
     reason: str | None = None  # why it was skipped or re-enqueued
     dedup_unavailable: bool = False  # the dedup store failed and the job ran anyway (fail-open)
+    correlation_id: str | None = None  # the correlation ID its message carried
     # What the job (or jobkit) raised, for tests and in-process callers; never serialised.
     exception: BaseException | None = field(default=None, compare=False, repr=False)
 

@@ -109,12 +109,22 @@ class RecordingStatusTracker(StatusTracker):
         spec: the job.
         attempt: the attempt number.
         clock: the time source, for progress throttling and expiry.
+        correlation_id: the correlation ID the job's message carried.
     """
 
-    def __init__(self, backend: Records, spec: JobSpecification, attempt: int, clock: Clock) -> None:
+    def __init__(
+        self,
+        backend: Records,
+        spec: JobSpecification,
+        attempt: int,
+        clock: Clock,
+        correlation_id: str | None = None,
+    ) -> None:
         self._backend = backend
         self._clock = clock
-        self._status = JobStatus(spec.id, spec.type, spec.domain, JobState.RUNNING, attempt, clock.now())
+        self._status = JobStatus(
+            spec.id, spec.type, spec.domain, JobState.RUNNING, attempt, clock.now(), correlation_id=correlation_id
+        )
         self._last_write: float | None = None
 
     @property

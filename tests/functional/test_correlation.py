@@ -66,6 +66,7 @@ def lines_of(logs: pytest.LogCaptureFixture, job_ids: Iterable[str]) -> list[log
 def test_a_request_id_reaches_the_jobs_it_pushed_and_their_children(
     stack: LocalStack, logs: pytest.LogCaptureFixture
 ) -> None:
+    logs.set_level(logging.DEBUG)  # every line the runner writes for a job
     group = stack.queue_group("enwiki")
     parent = JobSpecification("fanOut", {"leaves": 2})
     assert request(group, [parent], x_request_id="req-4711") == "req-4711"
@@ -75,6 +76,10 @@ def test_a_request_id_reaches_the_jobs_it_pushed_and_their_children(
     assert len(ran) == 3  # the parent and its two children
     assert {r.job_id for r in ran} >= {parent.id}  # type: ignore[attr-defined]
     assert {r.correlation_id for r in ran} == {"req-4711"}  # type: ignore[attr-defined]
+    # every line the runner wrote for the three jobs, not just their outcomes
+    jobs_lines = [r for r in logs.records if getattr(r, "job_id", None) is not None]
+    assert len(jobs_lines) > len(ran)
+    assert {getattr(r, "correlation_id", None) for r in jobs_lines} == {"req-4711"}
 
 
 def test_a_request_without_an_id_header_gets_a_new_id(stack: LocalStack, logs: pytest.LogCaptureFixture) -> None:
@@ -159,3 +164,25 @@ def test_an_asgi_request_s_jobs_carry_its_id(stack: LocalStack) -> None:
     [message] = stack.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
     assert json.loads(message["Body"])["params"] == {"seen": "asgi-7"}
     assert message["MessageAttributes"][CORRELATION_ATTRIBUTE]["StringValue"] == "asgi-7"
+
+
+def test_jobkit_job_shows_the_request_that_pushed_a_job(stack: LocalStack) -> None:
+    group = stack.queue_group("enwiki")
+    tracked = JobSpecification("tracked", {"progress": [50]})
+    failing = JobSpecification("alwaysFails", {"why": "a bug"})
+    request(group, [tracked, failing], x_request_id="req-job-9")
+    stack.drain()
+    cli = cli_for(stack, columns=200)
+
+    # a type that tracks status: its status record holds it
+    shown = json.loads(cli("job", tracked.id, "--json").stdout)
+    assert shown["correlation_id"] == "req-job-9"
+    assert shown["status"]["correlation_id"] == "req-job-9"
+    # a type that does not: its failure records and its final attempt hold it
+    shown = json.loads(cli("job", failing.id, "--json").stdout)
+    assert shown["correlation_id"] == "req-job-9"
+    assert shown["failures"] and {f["correlation_id"] for f in shown["failures"]} == {"req-job-9"}
+    assert shown["final_attempt"]["correlation_id"] == "req-job-9"
+    for job_id in (tracked.id, failing.id):
+        text = cli("job", job_id).stdout
+        assert "correlation id" in text and "req-job-9" in text

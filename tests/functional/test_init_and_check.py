@@ -169,3 +169,38 @@ def test_job_requirements_leave_out_what_the_runtime_and_the_layer_provide(app: 
     requirements.write_text("aws-lambda-powertools==3.0.0\n")  # the layer carries the installed version
     with pytest.raises(BuildError, match="the jobkit layer carries"):
         build_runner(load_declaration(declaration), tmp_path / "again")
+
+
+def test_a_traced_type_s_runner_carries_the_xray_sdk_at_the_version_tested_here(app: Path, tmp_path: Path) -> None:
+    import importlib.metadata
+
+    assert jobkit("init").exit_code == 0
+    declaration = app / "infra" / "jobs.toml"
+    text = declaration.read_text()
+    out = tmp_path / "untraced"
+    build_runner(load_declaration(declaration), out)
+    assert {p.name for p in out.iterdir()} == {"jobs"}  # no requirements, no tracing: the code only
+
+    declaration.write_text(text.replace("[types.welcomeEmail]\n", "[types.welcomeEmail]\ntracing = true\n"))
+    out = tmp_path / "traced"
+    build_runner(load_declaration(declaration), out)
+    version = importlib.metadata.version("aws-xray-sdk")
+    assert (out / f"aws_xray_sdk-{version}.dist-info").is_dir()
+    assert (out / "wrapt").is_dir()  # and what it needs, for the Lambda runtime
+    assert not {p.name for p in out.iterdir()} & {"botocore", "aws_lambda_powertools", "jobkit"}
+
+
+def test_a_traced_type_without_the_xray_sdk_installed_fails_the_build_naming_the_extra(
+    app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobkit.sam import runner
+    from jobkit.sam.layer import BuildError
+
+    assert jobkit("init").exit_code == 0
+    declaration = app / "infra" / "jobs.toml"
+    declaration.write_text(
+        declaration.read_text().replace("[types.welcomeEmail]\n", "[types.welcomeEmail]\ntracing = true\n")
+    )
+    monkeypatch.setattr(runner, "TRACING_DISTRIBUTION", "aws-xray-sdk-absent")  # as on a machine without it
+    with pytest.raises(BuildError, match=r"types\.welcomeEmail has tracing = true.*jobkit-aws\[tracing\]"):
+        build_runner(load_declaration(declaration), tmp_path / "out")

@@ -30,8 +30,9 @@ from conftest import ROOT
 from process_lines import Lines
 
 PUSH = """
-from jobkit import JobSpecification, queue_group
-[job_id] = queue_group("enwiki").push(JobSpecification("refreshLinks", {"title": "Main Page"}))
+from jobkit import JobSpecification, correlation_scope, queue_group
+with correlation_scope("req-local-1"):  # as the app's request middleware would
+    [job_id] = queue_group("enwiki").push(JobSpecification("refreshLinks", {"title": "Main Page"}))
 print(job_id)
 """
 PUSH_20 = """
@@ -45,7 +46,7 @@ JOBKIT_LINE = re.compile(
     r"|point your app at it with:"
     r"|  export (AWS_ENDPOINT_URL|AWS_REGION|AWS_ACCESS_KEY_ID|JOBKIT_CONFIG)=.*"
     r"|running jobs; Ctrl-C stops"
-    r"| *[a-z_]+ \w+ \S+ \(attempt \d+\)( in \d+ ms)?(: .*)?"
+    r"| *[a-z_]+ \w+ \S+ \(attempt \d+(, correlation \S+)?\)( in \d+ ms)?(: .*)?"
     r"|stopping"
 )
 #: What a web server's request log line looks like (werkzeug's: 127.0.0.1 - - [date] "POST / HTTP/1.1" 200 -).
@@ -117,6 +118,8 @@ def test_an_app_in_another_process_pushes_and_the_job_runs(local_up: tuple[subpr
     # Then the local stack runs it
     line = lines.wait_for(job_id)
     assert "succeeded" in line and "refreshLinks" in line
+    # naming the request that pushed it
+    assert "(attempt 1, correlation req-local-1)" in line
     # And Ctrl-C stops it cleanly
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 0

@@ -2,8 +2,9 @@
 
 It serves the AWS API (moto) on a loopback port with the declared queues,
 DLQs and table, runs the runners continuously in real time, and prints what
-happens to each job: a startup banner, then one line per job outcome, and no
-line per HTTP request. Point an app's push SDK at it with ``AWS_ENDPOINT_URL``.
+happens to each job: a startup banner, then one line per job outcome (with the
+correlation ID of the request that pushed it), and no line per HTTP request.
+Point an app's push SDK at it with ``AWS_ENDPOINT_URL``.
 
 What SQS and the runners measure goes into the emulated CloudWatch every few
 seconds, as on AWS, so ``jobkit top`` and ``jobkit queues`` pointed at the
@@ -36,9 +37,10 @@ class OutcomePrinter:
     def record(self, result: RecordResult) -> None:
         timing = f" in {result.run_time_ms:.0f} ms" if result.run_time_ms is not None else ""
         error = f": {result.error}" if result.error else ""
+        correlation = f", correlation {result.correlation_id}" if result.correlation_id else ""
         self._emit(
             f"{result.outcome.value:>13} {result.job_type} {result.job_id or result.message_id}"
-            f" (attempt {result.attempt}){timing}{error}"
+            f" (attempt {result.attempt}{correlation}){timing}{error}"
         )
 
     def flush(self) -> None:

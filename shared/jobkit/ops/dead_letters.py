@@ -219,6 +219,7 @@ def failure_to_json(record: FailureRecord) -> dict[str, Any]:
         "message": safe_text(record.message),
         "traceback": safe_text(record.traceback),
         "dead_letter_reason": record.dead_letter_reason,
+        "correlation_id": valid_correlation_id(record.correlation_id),
     }
 
 
@@ -230,6 +231,7 @@ def final_to_json(record: FinalAttempt | None) -> dict[str, Any] | None:
         "message_id": record.message_id,
         "started_at": record.started_at,
         "succeeded_at": record.succeeded_at,
+        "correlation_id": valid_correlation_id(record.correlation_id),
     }
 
 

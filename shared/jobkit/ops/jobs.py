@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobkit.config import Declaration
+from jobkit.correlation import valid_correlation_id
 from jobkit.errors import JobKitError, SpecError
 from jobkit.ops.dead_letters import failure_to_json, final_to_json
 from jobkit.push import JobQueueGroup
@@ -32,11 +33,23 @@ class JobMatch:
     failures: tuple[FailureRecord, ...] = ()
     final: FinalAttempt | None = None
 
+    @property
+    def correlation_id(self) -> str | None:
+        """The correlation ID of the request (or job) that pushed it, as its
+        newest record holds it: the status, else the final attempt, else the
+        newest failure. None if no record holds one (or there is none)."""
+        newest = self.failures[0] if self.failures else None
+        for record in (self.status, self.final, newest):
+            if record is not None and record.correlation_id is not None:
+                return valid_correlation_id(record.correlation_id)
+        return None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "job_id": self.job_id,
             "type": self.job_type,
             "domain": self.domain,
+            "correlation_id": self.correlation_id,
             "status": self.status.to_json() if self.status is not None else None,
             "failures": [failure_to_json(f) for f in self.failures],
             "final_attempt": final_to_json(self.final),

@@ -274,6 +274,8 @@ def _job_match(match: JobMatch) -> list[RenderableType]:
     status = match.status
     if status is None:
         parts.append(Text(f"{where}: no status record (its type does not track status)", style="dim"))
+        if match.correlation_id is not None:
+            parts.append(Text(f"{where}: correlation id {match.correlation_id}"))
     else:
         state = str(status.state) + (" (will retry)" if status.will_retry else "")
         parts.append(
@@ -290,6 +292,7 @@ def _job_match(match: JobMatch) -> list[RenderableType]:
                     "result": safe_text(status.result) if status.result else MISSING,
                     "error": safe_text(status.error or ""),
                     "note": safe_text(status.note or ""),
+                    "correlation id": match.correlation_id or MISSING,  # the request that pushed it
                 }
             )
         )

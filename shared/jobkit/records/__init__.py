@@ -75,6 +75,7 @@ class FailureRecord:
         dead_letter_reason: set when this failure sent the job to the DLQ
             (``non_retryable``, ``attempts_exhausted``, ``poison``): the
             runner's own word, which the DLQ tools trust over message attributes.
+        correlation_id: the correlation ID the job's message carried.
     """
 
     job_id: str
@@ -86,6 +87,7 @@ class FailureRecord:
     message: str
     traceback: str
     dead_letter_reason: str | None = None
+    correlation_id: str | None = None
 
     @property
     def ref(self) -> JobRef:
@@ -101,6 +103,7 @@ class FinalAttempt:
     message_id: str
     started_at: float
     succeeded_at: float | None = None
+    correlation_id: str | None = None  # the correlation ID the job's message carried
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,8 @@ class JobStatus:
         result: the JSON text the job set with :meth:`jobkit.Job.set_result`.
         will_retry: for ``failed``: whether the message goes back to the queue.
         note: for ``skipped``: why.
+        correlation_id: the correlation ID the job's message carried: the
+            request (or job) that pushed it.
     """
 
     job_id: str
@@ -144,6 +149,7 @@ class JobStatus:
     error: str | None = None
     will_retry: bool = False
     note: str | None = None
+    correlation_id: str | None = None
 
     @property
     def ref(self) -> JobRef:
@@ -165,4 +171,5 @@ class JobStatus:
             "error": self.error,
             "will_retry": self.will_retry,
             "note": self.note,
+            "correlation_id": self.correlation_id,
         }

@@ -146,6 +146,7 @@ class Records:
                 "message": record.message,
                 "traceback": record.traceback,
                 "dead_letter_reason": record.dead_letter_reason,
+                "correlation_id": record.correlation_id,
             },
         )
 
@@ -159,6 +160,7 @@ class Records:
                 "message_id": record.message_id,
                 "started_at": record.started_at,
                 "succeeded_at": record.succeeded_at,
+                "correlation_id": record.correlation_id,
             },
         )
 
@@ -217,6 +219,7 @@ class Records:
                 "error": status.error,
                 "will_retry": status.will_retry,
                 "note": status.note,
+                "correlation_id": status.correlation_id,
             },
         )
 
@@ -237,6 +240,7 @@ class Records:
                 error=_optional_text(item, "error"),
                 will_retry=item.get("will_retry") is True,
                 note=_optional_text(item, "note"),
+                correlation_id=_optional_text(item, "correlation_id"),
             )
             for sort_key, item in self.table.query(partition_key(job_type, Kind.STATUS, job_id), consistent=True)
         ]
@@ -275,6 +279,7 @@ def _final_attempt(item: Item, ref: JobRef) -> FinalAttempt:
         message_id=_text(item, "message_id"),
         started_at=_number(item, "started_at") or 0.0,
         succeeded_at=_number(item, "succeeded_at"),
+        correlation_id=_optional_text(item, "correlation_id"),
     )
 
 
@@ -289,6 +294,7 @@ def _failure(item: Item, ref: JobRef) -> FailureRecord:
         message=_text(item, "message"),
         traceback=_text(item, "traceback"),
         dead_letter_reason=_optional_text(item, "dead_letter_reason"),
+        correlation_id=_optional_text(item, "correlation_id"),
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jobkit.dedup import DedupStore
@@ -55,16 +55,16 @@ class Attempts:
         message). Earlier attempts cost no request."""
         if self._store is None or delivery.attempt < delivery.job_type.max_attempts:
             return None
-        final = FinalAttempt(delivery.ref, delivery.attempt, delivery.message_id, started)
+        final = FinalAttempt(
+            delivery.ref, delivery.attempt, delivery.message_id, started, correlation_id=delivery.correlation_id
+        )
         self._store.record_final(final)
         return final
 
     def succeeded(self, final: FinalAttempt, finished: float) -> None:
         """The last attempt succeeded: a lost delete will not read as a failure."""
         if self._store is not None:
-            self._store.record_final(
-                FinalAttempt(final.ref, final.attempt, final.message_id, final.started_at, finished)
-            )
+            self._store.record_final(replace(final, succeeded_at=finished))
 
     def last(self, delivery: Delivery) -> LastAttempt | None:
         """What became of this message's final attempt, or None if none is

@@ -131,6 +131,7 @@ class Delivery:
             job_id=self.spec.id,
             domain=self.spec.domain,
             attempt=self.attempt,
+            correlation_id=self.correlation_id,
             **fields,
         )
 

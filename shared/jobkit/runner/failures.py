@@ -25,6 +25,7 @@ from typing import Any
 from jobkit.backoff import retry_delay_s
 from jobkit.clock import Clock
 from jobkit.config import QueueConfig
+from jobkit.correlation import valid_correlation_id
 from jobkit.dedup import DedupStore
 from jobkit.error_text import describe, error_message, text_of, traceback_tail
 from jobkit.errors import NonRetryableError
@@ -33,7 +34,7 @@ from jobkit.outcome import Outcome, RecordResult
 from jobkit.records import FailureRecord
 from jobkit.runner.delivery import Delivery, QueuePort, message_id_of, receive_count, string_attribute_of
 from jobkit.spec import JobSpecification
-from jobkit.sqs import TYPE_ATTRIBUTE, DeadLetterReason
+from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, DeadLetterReason
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,8 @@ class Failures:
             failure = FailureRecord(
                 spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, message, ""
             )
-            self._store.record_failure(replace(failure, dead_letter_reason="poison"))
+            correlation_id = valid_correlation_id(string_attribute_of(record, CORRELATION_ATTRIBUTE))
+            self._store.record_failure(replace(failure, dead_letter_reason="poison", correlation_id=correlation_id))
         reason = DeadLetterReason("poison", type(error).__name__, message, received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
         return RecordResult(message_id, job_type, outcome, attempt=received, error=text, exception=error)
@@ -174,6 +176,7 @@ class Failures:
             message,
             traceback_tail(error, message),
             dead_letter_reason=reason,
+            correlation_id=delivery.correlation_id,
         )
         return self._store.record_failure(record)
 

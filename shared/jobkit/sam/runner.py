@@ -7,11 +7,15 @@ app's root does not ship the app's tests or virtualenv; inside them, dotfiles
 (``.env``), bytecode and symbolic links stay out too.
 Third-party packages the jobs import are listed in the file that ``[jobkit]
 requirements`` names, and cross-installed for the Lambda runtime; jobkit
-itself comes from the layer.
+itself comes from the layer. A declaration with a ``tracing = true`` type adds
+the X-Ray SDK (``jobkit-aws[tracing]``), at the version installed here, unless
+the requirements name it: the layer stays without it, and a runner imports it
+only when a traced job runs.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import sys
@@ -48,13 +52,37 @@ def code_package(declaration: Declaration) -> Path | None:
     return None
 
 
+#: What a ``tracing = true`` type needs in its runner (Powertools Tracer's X-Ray SDK).
+TRACING_DISTRIBUTION = "aws-xray-sdk"
+
+
 def build_runner(declaration: Declaration, artifacts_dir: Path) -> list[str]:
-    """Copy the job code into ``artifacts_dir`` and install the declared requirements;
-    returns what was copied (top-level names)."""
+    """Copy the job code into ``artifacts_dir`` and install the declared requirements
+    (and the X-Ray SDK if a type is traced); returns what was copied (top-level names)."""
     copied = copy_code(declaration, artifacts_dir)
-    if declaration.requirements is not None:
+    if declaration.requirements is not None or _traced(declaration):
         _install_requirements(declaration, artifacts_dir)
     return copied
+
+
+def _traced(declaration: Declaration) -> list[str]:
+    return [name for name, job_type in declaration.types.items() if job_type.tracing]
+
+
+def tracing_pin(declaration: Declaration) -> str:
+    """``aws-xray-sdk==VERSION``, the version installed here (the one tests ran with).
+
+    Raises:
+        BuildError: a type is traced, and it is not installed.
+    """
+    try:
+        version = importlib.metadata.version(TRACING_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise BuildError(
+            f"types.{_traced(declaration)[0]} has tracing = true, so its runner needs {TRACING_DISTRIBUTION}, "
+            f"which is not installed here: pip install '{DISTRIBUTION}[tracing]' (or add it to the requirements)"
+        ) from None
+    return f"{TRACING_DISTRIBUTION}=={version}"
 
 
 def copy_code(declaration: Declaration, artifacts_dir: Path) -> list[str]:
@@ -103,23 +131,32 @@ def _install_requirements(declaration: Declaration, artifacts_dir: Path) -> None
     from jobkit.sam.layer import RUNTIME_PROVIDED, runtime_requirements
 
     path = declaration.requirements
-    assert path is not None
-    if not path.is_file():
-        raise ConfigError(declaration.source, "jobkit.requirements", f"{path} does not exist")
-    if not any(line.split("#")[0].strip() for line in path.read_text().splitlines()):
+    named: list[str] = []
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(declaration.source, "jobkit.requirements", f"{path} does not exist")
+        if any(line.split("#")[0].strip() for line in path.read_text().splitlines()):
+            named = ["-r", str(path)]
+    resolved = _resolve(named) if named else []
+    if _traced(declaration) and canonicalize_name(TRACING_DISTRIBUTION) not in {
+        canonicalize_name(name) for name, _ in resolved
+    }:
+        resolved = _resolve([*named, tracing_pin(declaration)])
+    if not resolved:
         return
+    where = path if path is not None else Path(declaration.source)
     layer = dict(pin.split("==", 1) for pin in runtime_requirements())
     install = []
-    for name, version in _resolve(path):
+    for name, version in resolved:
         key = canonicalize_name(name)
         if key in RUNTIME_PROVIDED:
             continue  # the Lambda runtime's copy is used
         if key in {DISTRIBUTION, "jobkit"}:
-            raise BuildError(f"{path}: {name} is in the jobkit layer; remove it from the requirements")
+            raise BuildError(f"{where}: {name} is in the jobkit layer; remove it from the requirements")
         if key in layer:
             if layer[key] != version:
                 raise BuildError(
-                    f"{path}: resolves {name} {version}, but the jobkit layer carries {layer[key]}, which the "
+                    f"{where}: resolves {name} {version}, but the jobkit layer carries {layer[key]}, which the "
                     f"function would then shadow: allow {name}=={layer[key]}"
                 )
             continue
@@ -128,8 +165,9 @@ def _install_requirements(declaration: Declaration, artifacts_dir: Path) -> None
         pip_install(artifacts_dir, ["--no-deps", *install])
 
 
-def _resolve(path: Path) -> list[tuple[str, str]]:
-    """(name, version) of everything pip would install from a requirements file, for the runtime."""
+def _resolve(requirements: list[str]) -> list[tuple[str, str]]:
+    """(name, version) of everything pip would install for ``requirements`` (pip's
+    arguments: ``-r FILE``, specifiers), for the runtime."""
     import json
     import tempfile
 
@@ -137,7 +175,7 @@ def _resolve(path: Path) -> list[tuple[str, str]]:
         report = Path(scratch) / "report.json"
         pip_install(
             Path(scratch) / "target",
-            ["--dry-run", "--ignore-installed", "--report", str(report), "-r", str(path)],
+            ["--dry-run", "--ignore-installed", "--report", str(report), *requirements],
         )
         installs = json.loads(report.read_text()).get("install", [])
     return [(item["metadata"]["name"], item["metadata"]["version"]) for item in installs]

@@ -26,7 +26,9 @@ class Status(Stage):
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
         if delivery.job_type.track_status and self._records is not None:
-            delivery.status = RecordingStatusTracker(self._records, delivery.spec, delivery.attempt, self._clock)
+            delivery.status = RecordingStatusTracker(
+                self._records, delivery.spec, delivery.attempt, self._clock, delivery.correlation_id
+            )
         return None
 
     def start(self, delivery: Delivery, run: Run) -> None:

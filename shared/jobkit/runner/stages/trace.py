@@ -4,8 +4,10 @@ producer's trace.
 
 Wired only in a runner whose queue has a traced type, and the tracer (with the
 X-Ray SDK it loads) is built when the first traced job runs: tracing costs
-nothing when it is off. The X-Ray SDK is not a jobkit dependency; without it,
-the first traced job logs a warning and jobs run without spans.
+nothing when it is off. The X-Ray SDK is not in the jobkit layer: the runner
+build adds it to the function when a type is traced (``jobkit-aws[tracing]``).
+Without it (a runner built some other way), the first traced job logs a
+warning and jobs run without spans.
 
 The producer's trace reaches the span two ways: Lambda continues the X-Ray
 trace of the message's ``AWSTraceHeader`` (SQS's system attribute, which push
@@ -38,7 +40,7 @@ def powertools_tracer() -> Any | None:
     if importlib.util.find_spec("aws_xray_sdk") is None:
         log.warning(
             "tracing = true, but aws-xray-sdk is not installed: jobs run without trace spans"
-            " (add aws-xray-sdk to the runner's requirements)"
+            " (install jobkit-aws[tracing] where sam build runs, or add aws-xray-sdk to the requirements)"
         )
         return None
     from aws_lambda_powertools import Tracer

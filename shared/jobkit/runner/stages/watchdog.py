@@ -91,7 +91,17 @@ class Watchdog(Stage):
         spec = delivery.spec
 
         def failure(at: float, message: str) -> FailureRecord:
-            return FailureRecord(spec.id, spec.type, spec.domain, delivery.attempt, at, TIMED_OUT, message, "")
+            return FailureRecord(
+                spec.id,
+                spec.type,
+                spec.domain,
+                delivery.attempt,
+                at,
+                TIMED_OUT,
+                message,
+                "",
+                correlation_id=delivery.correlation_id,
+            )
 
         alarm = self._watchdog.watch(
             failure,
