@@ -101,6 +101,36 @@ def test_a_traced_type_s_jobs_run_in_a_span_linked_to_the_producer() -> None:
     assert spans[bad.id].closed and [type(e).__name__ for e in spans[bad.id].exceptions] == ["RuntimeError"]
 
 
+class BrokenProvider(FakeProvider):
+    """The X-Ray SDK as it is with AWS_XRAY_CONTEXT_MISSING=RUNTIME_ERROR: closing a span raises."""
+
+    @contextmanager
+    def in_subsegment(self, name: str) -> Any:
+        span = FakeSubsegment(name)
+        self.spans.append(span)
+        yield span
+        raise RuntimeError("cannot find the current segment")
+
+
+def test_a_span_that_cannot_close_leaves_the_job_s_outcome_as_it_was() -> None:
+    types = {**TYPES, "traced": {**TYPES["traced"], "track_status": True}}
+    declaration = parse_declaration({"types": types}, source="test")
+    with LocalStack(declaration, clock=VirtualClock(START)) as stack:
+        tracer = FakeTracer()
+        tracer.provider = BrokenProvider()
+        for runner_ in stack.runners.values():
+            for i, stage in enumerate(runner_.stages):
+                if isinstance(stage, Trace):
+                    runner_.stages[i] = Trace(["traced"], lambda: tracer)
+        ok = JobSpecification("traced", {})
+        stack.queue_group("enwiki").push(ok)
+        stack.drain()
+        outcomes = [r.outcome.value for r in stack.results.results if r.job_id == ok.id]
+        assert outcomes == ["succeeded"]  # once: not retried, not dead-lettered
+        assert not stack.dead_letters("traced")
+        assert len(tracer.provider.spans) == 1
+
+
 XRAY_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
 

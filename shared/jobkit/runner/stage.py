@@ -41,6 +41,7 @@ itself (:meth:`Delivery.note`), never on ``self``; what a stage keeps on
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from jobkit.outcome import RecordResult
     from jobkit.runner.delivery import Delivery
 
+log = logging.getLogger(__name__)
 
 #: What a job's own code may raise and still be a failed attempt, not a dead
 #: process: any ``Exception``, and a library's ``sys.exit()`` or a closed
@@ -82,8 +84,15 @@ class Run:
         self._when_done.append(callback)
 
     def done(self) -> None:
+        """Call every callback, newest first. One that raises is logged and the
+        others still run: what a stage does after ``run()`` (close a span,
+        cancel an alarm) never changes how the job ended."""
         while self._when_done:
-            self._when_done.pop()()
+            callback = self._when_done.pop()
+            try:
+                callback()
+            except Exception:
+                log.warning("a stage's cleanup after run() failed; the job's outcome stands", exc_info=True)
 
 
 class Stage:
