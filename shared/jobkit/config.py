@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ from jobkit.flow.options import (
     parse_fairness,
     parse_rate_limit,
 )
-from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames
+from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames, logical_id, same_logical_id
 from jobkit.wire import TYPE_PATTERN
 
 if TYPE_CHECKING:
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 DEFAULT_PATH = Path("infra/jobs.toml")
 CLASS_PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,60}$")
+#: Queue names whose SQS names jobkit's own queues take (``{prefix}-schedules-dlq``).
+RESERVED_QUEUES = frozenset({"schedules"})
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_./#:-]{1,255}$")
 
 
@@ -258,6 +260,8 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
         for target in job_type.pushes:
             if target not in types:
                 raise ConfigError(source, f"types.{job_type.name}.pushes", f"names undeclared type {target!r}")
+    _distinct_logical_ids(source, "types", types)
+    _distinct_logical_ids(source, "queue", {job_type.queue for job_type in types.values()}, key="queue")
     from jobkit.schedules import parse_schedules
 
     schedules = parse_schedules(source, raw.get("schedules", {}), types)
@@ -271,6 +275,20 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
         template=(base_dir or Path(".")) / template if template else None,
         source=source,
     )
+
+
+def _distinct_logical_ids(source: str, section: str, names: Iterable[str], *, key: str | None = None) -> None:
+    """Refuse two names the template would give one logical ID (``a_b`` and
+    ``aB``): one of them would silently replace the other's resources."""
+    pair = same_logical_id(sorted(names))
+    if pair is not None:
+        first, second = pair
+        where = f"types.*.{key}" if key is not None else f"{section}.{second}"
+        raise ConfigError(
+            source,
+            where,
+            f"{first!r} and {second!r} would share the template's resource names ({logical_id(first)}...): rename one",
+        )
 
 
 _TYPE_KEYS = {
@@ -322,7 +340,13 @@ def _job_type(source: str, name: str, spec: Mapping[str, Any]) -> JobType:
     return JobType(
         name=name,
         class_path=get("class", None, _matches(CLASS_PATH_PATTERN), "must be 'module.path:ClassName'"),
-        queue=get("queue", name, _matches(QUEUE_PATTERN), "must match " + QUEUE_PATTERN.pattern),
+        queue=get(
+            "queue",
+            name,
+            lambda v: _matches(QUEUE_PATTERN)(v) and v not in RESERVED_QUEUES and not v.endswith("-dlq"),
+            f"must match {QUEUE_PATTERN.pattern}, not end in -dlq (a DLQ's name), and not be"
+            f" {' or '.join(sorted(RESERVED_QUEUES))} (jobkit's own)",
+        ),
         max_attempts=get(
             "max_attempts", 3, _int_in(1, 1000), "must be an integer from 1 to 1000 (SQS maxReceiveCount)"
         ),

@@ -118,6 +118,8 @@ def _values(field: str, low: int, high: int, names: dict[str, int] | None = None
             last = high if step_text else first
         if not (low <= first <= high and low <= last <= high) or step < 1:
             raise ValueError(f"{field!r}: values must be from {low} to {high}")
+        if first > last:
+            raise ValueError(f"{field!r}: a range goes from the lower value to the higher ({base})")
         values.update(range(first, last + 1, step))
     return frozenset(values)
 
@@ -125,6 +127,8 @@ def _values(field: str, low: int, high: int, names: dict[str, int] | None = None
 def _value(text: str, names: dict[str, int] | None) -> int:
     if names is not None and text.upper() in names:
         return names[text.upper()]
+    if not text.isdigit():
+        raise ValueError(f"{text!r} is not a value")
     return int(text)
 
 

@@ -4,6 +4,7 @@ and their names (:class:`ResourceNames`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 #: How long a dead letter is kept: the SQS maximum, 14 days.
@@ -52,6 +53,12 @@ class ResourceNames:
         """The dead-letter queue of a declared queue."""
         return f"{self.queue(queue)}-dlq"
 
+    @property
+    def schedules_dlq(self) -> str:
+        """Where EventBridge Scheduler puts a firing it could not send (a
+        queue of its own: what it puts there is not a job)."""
+        return f"{self.prefix}-schedules-dlq"
+
     def runner(self, queue: str) -> str:
         """The runner function (Lambda) of a declared queue."""
         return f"{self.prefix}-runner-{queue}"
@@ -89,3 +96,20 @@ class ResourceNames:
     def local_stack(self) -> str:
         """The CloudFormation stack the local stack deploys the template as."""
         return f"{self.prefix}-local"
+
+
+def logical_id(name: str) -> str:
+    """A CloudFormation logical ID from a queue, type or schedule name: alphanumeric, capitalised."""
+    parts = re.split(r"[^A-Za-z0-9]+", name)
+    return "".join(part[:1].upper() + part[1:] for part in parts if part)
+
+
+def same_logical_id(names: Iterable[str]) -> tuple[str, str] | None:
+    """Two of ``names`` that the template would give one logical ID
+    (``nightly-digest`` and ``nightlyDigest``), or None."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(logical_id(name), name)
+        if other != name:
+            return other, name
+    return None

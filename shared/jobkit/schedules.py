@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobkit.errors import ConfigError, SpecError
-from jobkit.wire import WIRE_VERSION, valid_domain, validate
+from jobkit.resources import logical_id, same_logical_id
+from jobkit.spec import JobSpecification
+from jobkit.wire import WIRE_VERSION, valid_domain
 
 #: A schedule's name; with the prefix (at most 16) and "-", within the scheduler's 64 characters.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,47}$")
@@ -38,6 +40,10 @@ EXECUTION_ID = "<aws.scheduler.execution-id>"
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 #: The job ID of a firing: this prefix and the scheduler's execution ID.
 JOB_ID_PREFIX = "sched-"
+#: What every context attribute of the scheduler starts with: never in a schedule's own params or domain.
+PLACEHOLDER = "<aws.scheduler."
+#: The most a schedule's body may be: EventBridge's payload limit (256 KB), far below SQS's.
+MAX_INPUT_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,20 @@ class Schedule:
         return f"cron({self.cron})" if self.cron is not None else f"rate({self.rate})"
 
 
+def _cron_problem(cron: str) -> str | None:
+    """What is wrong with a cron expression's values (``99 3 * * ? *``), or None.
+    ``L``, ``W`` and ``#`` are AWS's to evaluate: not a problem."""
+    from jobkit.cron import Cron, CronNotSupported
+
+    try:
+        Cron.parse(cron)
+    except CronNotSupported:
+        return None
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def input_template(schedule: Schedule) -> str:
     """The message body the scheduler sends at each firing: a wire-format job
     spec whose ID and enqueue time the scheduler fills in (its execution ID, and
@@ -72,7 +92,7 @@ def input_template(schedule: Schedule) -> str:
     }
     if schedule.domain is not None:
         body["domain"] = schedule.domain
-    return json.dumps(body, separators=(",", ":"), sort_keys=True)
+    return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False)
 
 
 def fired_body(schedule: Schedule, execution_id: str, scheduled_time: str) -> str:
@@ -89,7 +109,16 @@ def parse_schedules(source: str, raw: Any, types: Mapping[str, Any]) -> dict[str
     """The ``[schedules.NAME]`` tables of a declaration, checked against its types."""
     if not isinstance(raw, Mapping):
         raise ConfigError(source, "schedules", f"must be a table of schedules, got {type(raw).__name__}")
-    return {name: _schedule(source, name, spec, types) for name, spec in raw.items()}
+    schedules = {name: _schedule(source, name, spec, types) for name, spec in raw.items()}
+    pair = same_logical_id(sorted(schedules))
+    if pair is not None:
+        raise ConfigError(
+            source,
+            f"schedules.{pair[1]}",
+            f"{pair[0]!r} and {pair[1]!r} would share the template's resource names"
+            f" ({logical_id(pair[0])}Schedule): rename one",
+        )
+    return schedules
 
 
 def _schedule(source: str, name: str, spec: Any, types: Mapping[str, Any]) -> Schedule:
@@ -109,8 +138,15 @@ def _schedule(source: str, name: str, spec: Any, types: Mapping[str, Any]) -> Sc
         raise ConfigError(source, key, 'give exactly one of cron = "..." or rate = "..."')
     if cron is not None and not _valid_cron(cron):
         raise ConfigError(
-            source, f"{key}.cron", f'must be EventBridge\'s six cron fields, like "0 3 * * ? *", got {cron!r}'
+            source,
+            f"{key}.cron",
+            f'must be EventBridge\'s six cron fields, like "0 3 * * ? *" (one of day of month and day of'
+            f' week is "?"), got {cron!r}',
         )
+    if cron is not None:
+        problem = _cron_problem(cron)
+        if problem is not None:
+            raise ConfigError(source, f"{key}.cron", f"{cron!r}: {problem}")
     if rate is not None and not _valid_rate(rate):
         raise ConfigError(source, f"{key}.rate", f'must be like "5 minutes", "1 hour" or "2 days", got {rate!r}')
     timezone = spec.get("timezone", "UTC")
@@ -127,11 +163,29 @@ def _schedule(source: str, name: str, spec: Any, types: Mapping[str, Any]) -> Sc
     window = spec.get("flexible_window_min")
     if window is not None and not (isinstance(window, int) and not isinstance(window, bool) and 1 <= window <= 1440):
         raise ConfigError(source, f"{key}.flexible_window_min", f"must be an integer from 1 to 1440, got {window!r}")
+    for where, value in (("params", params), ("domain", domain)):
+        if PLACEHOLDER in json.dumps(value, default=str):
+            raise ConfigError(
+                source,
+                f"{key}.{where}",
+                f"holds {PLACEHOLDER!r}, which the scheduler would replace with a value of its own at each firing",
+            )
     schedule = Schedule(name, job_type, cron, rate, timezone, params, domain, window)
-    try:  # the body it sends must be a job the runner takes
-        validate(json.loads(fired_body(schedule, "0123456789abcdef", "2026-01-01T00:00:00Z")))
+    try:  # the body it sends must be a job the runner takes, as the runner reads it
+        body = fired_body(schedule, "0123456789abcdef", "2026-01-01T00:00:00Z")
+        JobSpecification.from_message(body)
+    except (TypeError, ValueError) as exc:  # a TOML date or time, inf or nan: not JSON
+        raise ConfigError(source, f"{key}.params", f"must be JSON (no dates, times, inf or nan): {exc}") from None
     except SpecError as exc:
         raise ConfigError(source, f"{key}.params", str(exc)) from None
+    size = len(body.encode("utf-8"))
+    if size > MAX_INPUT_BYTES:
+        raise ConfigError(
+            source,
+            f"{key}.params",
+            f"make a message body of {size:,} bytes, over the {MAX_INPUT_BYTES:,} a schedule may send:"
+            " keep large data elsewhere (S3) and put its key in params",
+        )
     return schedule
 
 
@@ -141,7 +195,7 @@ def _valid_cron(cron: Any) -> bool:
     fields = cron.split()
     if len(fields) != 6 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
         return False
-    return "?" in (fields[2], fields[4])  # EventBridge: one of day-of-month and day-of-week is "?"
+    return (fields[2] == "?") != (fields[4] == "?")  # EventBridge: exactly one of the day fields is "?"
 
 
 def _valid_rate(rate: Any) -> bool:

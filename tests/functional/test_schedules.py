@@ -5,6 +5,7 @@ role, and a body that is a job the runner takes)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
@@ -45,6 +46,33 @@ def declared(**schedule: Any) -> Declaration:
         ),
         ({"type": "digest", "rate": "1 hour", "flexible_window_min": 0}, "schedules.nightly.flexible_window_min", "1"),
         ({"type": "digest", "rate": "1 hour", "when": "soon"}, "schedules.nightly.when", "unknown key"),
+        # values AWS would refuse at deploy, or that would never fire
+        ({"type": "digest", "cron": "99 3 * * ? *"}, "schedules.nightly.cron", "from 0 to 59"),
+        ({"type": "digest", "cron": "0 3 32 * ? *"}, "schedules.nightly.cron", "from 1 to 31"),
+        ({"type": "digest", "cron": "0 3 ? * 8 *"}, "schedules.nightly.cron", "from 1 to 7"),
+        ({"type": "digest", "cron": "? 3 * * ? *"}, "schedules.nightly.cron", "not a value"),
+        ({"type": "digest", "cron": "0 3 ? * ? *"}, "schedules.nightly.cron", "six cron fields"),  # two "?"
+        ({"type": "digest", "cron": "0 3 ? * FRI-MON *"}, "schedules.nightly.cron", "lower value"),
+        ({"type": "digest", "cron": "0 3 * * ? 2300"}, "schedules.nightly.cron", "1970 to 2199"),
+        # params every firing would send as a poison message, or could not send at all
+        ({"type": "digest", "rate": "1 hour", "params": {"n": float("inf")}}, "schedules.nightly.params", "JSON"),
+        (
+            {"type": "digest", "rate": "1 hour", "params": {"at": datetime(2026, 1, 1, tzinfo=UTC)}},
+            "schedules.nightly.params",
+            "no dates",
+        ),
+        ({"type": "digest", "rate": "1 hour", "params": {"s": "\ud800"}}, "schedules.nightly.params", "surrogate"),
+        ({"type": "digest", "rate": "1 hour", "params": {"s": "x" * 300_000}}, "schedules.nightly.params", "262,144"),
+        (
+            {"type": "digest", "rate": "1 hour", "params": {"n": "<aws.scheduler.attempt-number>"}},
+            "schedules.nightly.params",
+            "would replace",
+        ),
+        (
+            {"type": "digest", "rate": "1 hour", "domain": "<aws.scheduler.execution-id>"},
+            "schedules.nightly.domain",
+            "would replace",
+        ),
     ],
 )
 def test_a_bad_schedule_is_refused_with_its_key(schedule: dict[str, Any], key: str, message: str) -> None:
@@ -116,3 +144,63 @@ def test_jobkit_schedules_lists_each_schedule_with_its_next_firings() -> None:
     ]
     table = CliRunner().invoke(group, ["schedules"], obj=config, env={"COLUMNS": "200"})
     assert "nightlyDigest" in table.output and "2026-11-22 03:00+01:00" in table.output
+
+
+def test_names_that_would_share_the_template_s_resources_are_refused() -> None:
+    # the template names resources after them: one would silently replace the other on AWS
+    with pytest.raises(ConfigError, match="nightly-digest.*nightlyDigest.*rename one"):
+        parse_declaration(
+            {
+                "types": TYPES,
+                "schedules": {
+                    "nightlyDigest": {"type": "digest", "rate": "1 day"},
+                    "nightly-digest": {"type": "digest", "rate": "1 day"},
+                },
+            },
+            source="jobs.toml",
+        )
+    with pytest.raises(ConfigError, match="a_b.*aB|aB.*a_b"):
+        parse_declaration({"types": {"a_b": {"class": "m:A"}, "aB": {"class": "m:B"}}}, source="jobs.toml")
+    with pytest.raises(ConfigError, match="low_traffic.*lowTraffic|lowTraffic.*low_traffic"):
+        parse_declaration(
+            {"types": {"a": {"class": "m:A", "queue": "low_traffic"}, "b": {"class": "m:B", "queue": "lowTraffic"}}},
+            source="jobs.toml",
+        )
+    # nor may a queue take the SQS name of another queue's DLQ, or of the schedules DLQ
+    for queue in ("mail-dlq", "schedules"):
+        with pytest.raises(ConfigError, match="types.a.queue"):
+            parse_declaration({"types": {"a": {"class": "m:A", "queue": queue}}}, source="jobs.toml")
+
+
+def test_a_firing_the_scheduler_cannot_send_goes_to_the_schedules_dlq_after_a_day_of_retries() -> None:
+    template = load_template(ROOT / "template.yaml")
+    dlq = template["Resources"]["SchedulesDeadLetterQueue"]
+    assert dlq["Properties"]["SqsManagedSseEnabled"] is True
+    assert template["Resources"]["SchedulesDeadLetterAlarm"]["Properties"]["Threshold"] == 0
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::Scheduler::Schedule":
+            target = resource["Properties"]["Target"]
+            assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["SchedulesDeadLetterQueue", "Arn"]}}
+            assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 86400, "MaximumRetryAttempts": 185}
+
+
+def test_a_cron_only_aws_evaluates_leaves_the_local_stack_running(caplog: pytest.LogCaptureFixture) -> None:
+    from jobkit.clock import VirtualClock
+    from jobkit.local import LocalStack
+
+    declaration = parse_declaration(
+        {
+            "types": {"noop": {"class": "testjobs:NoopJob"}},
+            "schedules": {
+                "monthEnd": {"type": "noop", "cron": "0 3 L * ? *"},  # valid on AWS, not evaluated locally
+                "hourly": {"type": "noop", "rate": "1 hour"},
+            },
+        },
+        source="jobs.toml",
+    )
+    start = 1_800_000_000.0
+    with LocalStack(declaration, clock=VirtualClock(start)) as stack:
+        stack.drain(until=start + 3 * 3600 + 1)
+        ran = [r for r in stack.results.results if r.outcome.value == "succeeded"]
+    assert len(ran) == 3  # the hourly schedule fired; the other one was left out, with a warning
+    assert "monthEnd does not fire on the local stack" in caplog.text

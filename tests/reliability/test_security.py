@@ -86,7 +86,7 @@ def test_every_role_is_a_runner_role_or_a_schedule_role(translated: dict[str, An
     assert names and all(name.endswith(("RunnerRole", "ScheduleRole")) for name in names), names
 
 
-def test_a_schedule_may_only_send_to_its_own_types_queue(translated: dict[str, Any]) -> None:
+def test_a_schedule_may_only_send_to_its_own_types_queue_and_the_schedules_dlq(translated: dict[str, Any]) -> None:
     schedules = {n: r for n, r in translated["Resources"].items() if r["Type"] == "AWS::Scheduler::Schedule"}
     assert schedules, "the example declares a schedule"
     for name, schedule in schedules.items():
@@ -99,7 +99,11 @@ def test_a_schedule_may_only_send_to_its_own_types_queue(translated: dict[str, A
         [policy] = role["Policies"]
         [statement] = policy["PolicyDocument"]["Statement"]
         assert (statement["Effect"], statement["Action"]) == ("Allow", "sqs:SendMessage"), name
-        assert statement["Resource"] == target["Arn"], name  # the queue the schedule sends to, and no other
+        dlq = target["DeadLetterConfig"]["Arn"]
+        assert dlq == {"Fn::GetAtt": ["SchedulesDeadLetterQueue", "Arn"]}, name  # a firing it cannot send
+        # the queue the schedule sends to, where it puts what it cannot send, and no other
+        assert statement["Resource"] == [target["Arn"], dlq], name
+        assert translated["Resources"]["SchedulesDeadLetterQueue"]["Properties"]["SqsManagedSseEnabled"] is True
 
 
 def as_list(value: Any) -> list[Any]:

@@ -8,16 +8,20 @@ So a test on a virtual clock can run a day of a schedule in a moment:
 ``stack.drain(until=start + 86400)`` fires each firing of the day as the clock
 passes it. A firing the clock jumped over is fired late, as the scheduler
 would have fired it on time. Locally a flexible window fires at its start, and
-a rate schedule first fires one period after the stack started.
+a rate schedule first fires one period after the stack started. A cron with
+``L``, ``W`` or ``#`` (valid on AWS) does not fire locally: a warning says so.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 
-from jobkit.cron import iso_utc, next_firing
+from jobkit.cron import CronNotSupported, iso_utc, next_firing
 from jobkit.schedules import Schedule, fired_body
+
+log = logging.getLogger(__name__)
 
 #: Firings one call fires at most (a clock moved years ahead of a per-minute schedule).
 MAX_FIRINGS_PER_CALL = 100_000
@@ -30,11 +34,18 @@ class LocalScheduler:
         self._schedules = dict(schedules)
         self._send = send
         self._started = started
+        self._unsupported: set[str] = set()
         self._next = {name: self._after(s, started) for name, s in self._schedules.items()}
         self.fired: list[tuple[str, str, float]] = []  # (schedule, job ID, scheduled time)
 
     def _after(self, schedule: Schedule, when: float) -> float | None:
-        return next_firing(schedule.cron, schedule.rate, schedule.timezone, when, self._started)
+        try:
+            return next_firing(schedule.cron, schedule.rate, schedule.timezone, when, self._started)
+        except CronNotSupported as exc:  # valid on AWS; not fired here, and the stack goes on
+            if schedule.name not in self._unsupported:
+                self._unsupported.add(schedule.name)
+                log.warning("schedule %s does not fire on the local stack: %s", schedule.name, exc)
+            return None
 
     def next_due(self) -> float | None:
         """When the next firing is due, or None."""

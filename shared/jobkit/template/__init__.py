@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.config import Declaration
+from jobkit.errors import ConfigError
 from jobkit.resources import ARCHITECTURE, RUNTIME
 from jobkit.template.alarms import alarm_topic, conditions, limit_alarms, queue_alarms, type_alarms
 from jobkit.template.cfn_yaml import to_yaml
@@ -103,16 +104,30 @@ def build(
             },
         },
     }
+    resources, outputs = template["Resources"], template["Outputs"]
     for queue in declaration.queues.values():
-        template["Resources"].update(queue_resources(declaration, queue, base_dir))
-        template["Resources"].update(queue_alarms(queue))
-        template["Outputs"].update(queue_outputs(queue))
-    template["Resources"].update(domain_rules(declaration))
-    template["Resources"].update(schedule_resources(declaration))
+        _add(declaration, resources, queue_resources(declaration, queue, base_dir))
+        _add(declaration, resources, queue_alarms(queue))
+        _add(declaration, outputs, queue_outputs(queue))
+    _add(declaration, resources, domain_rules(declaration))
+    _add(declaration, resources, schedule_resources(declaration))
     for job_type in declaration.types.values():
-        template["Resources"].update(type_alarms(declaration, job_type.name))
-        template["Resources"].update(limit_alarms(declaration, job_type))
-    template["Resources"]["Dashboard"] = dashboard(declaration)
+        _add(declaration, resources, type_alarms(declaration, job_type.name))
+        _add(declaration, resources, limit_alarms(declaration, job_type))
+    _add(declaration, resources, {"Dashboard": dashboard(declaration)})
     if extra:
         merge_extra(template, extra)
     return template
+
+
+def _add(declaration: Declaration, section: dict[str, Any], new: Mapping[str, Any]) -> None:
+    """Add ``new`` to a template section, refusing a logical ID that is already
+    there: a resource silently replaced would be missing on AWS alone."""
+    for name, value in new.items():
+        if name in section:
+            raise ConfigError(
+                declaration.source,
+                "types",
+                f"two declared names give the template's logical ID {name}: rename one",
+            )
+        section[name] = value

@@ -52,6 +52,18 @@ def queue_alarms(queue: QueueConfig) -> dict[str, Any]:
     }
 
 
+def schedules_dlq_alarm(dlq_id: str) -> dict[str, Any]:
+    """EventBridge Scheduler could not send a firing to its queue (it retried for up to a day)."""
+    return _alarm(
+        "a schedule's firing could not be sent to its queue and is in the schedules DLQ (see docs/runbook.md)",
+        namespace="AWS/SQS",
+        metric="ApproximateNumberOfMessagesVisible",
+        dimensions=[{"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}],
+        statistic="Maximum",
+        threshold=0,
+    )
+
+
 def type_alarms(declaration: Declaration, job_type: str) -> dict[str, Any]:
     return {
         f"{logical_id(job_type)}PickupDelayAlarm": _alarm(

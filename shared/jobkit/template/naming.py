@@ -4,19 +4,14 @@ parameter, from :class:`~jobkit.resources.ResourceNames`)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from jobkit.resources import ResourceNames
+from jobkit.resources import ResourceNames, logical_id
+
+__all__ = ["NAMES", "QueueIds", "logical_id"]
 
 #: The deployed resources' names, as the template writes them.
 NAMES = ResourceNames.sub()
-
-
-def logical_id(name: str) -> str:
-    """A CloudFormation logical ID from a queue or type name: alphanumeric, capitalised."""
-    parts = re.split(r"[^A-Za-z0-9]+", name)
-    return "".join(part[:1].upper() + part[1:] for part in parts if part)
 
 
 @dataclass(frozen=True, slots=True)

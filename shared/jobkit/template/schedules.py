@@ -6,6 +6,12 @@ The scheduler's SQS target sends the body and nothing else: no message
 attributes (so no ``JobType`` attribute; the ops tools read the type from the
 body) and no ``MessageGroupId`` on a standard queue (a firing is a tenant of
 its own in a fair queue).
+
+A firing the scheduler cannot send (the queue is gone, a permission is
+missing) is retried for up to a day, then put in one stack-wide queue,
+``{prefix}-schedules-dlq``, with an alarm on its depth: never dropped unseen.
+It has a queue of its own because what the scheduler puts there is its own
+event (the error and the schedule), not a job the DLQ tools could redrive.
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from jobkit.config import Declaration
+from jobkit.resources import DLQ_RETENTION_S
 from jobkit.schedules import Schedule, input_template
-from jobkit.template.naming import QueueIds, logical_id
+from jobkit.template.alarms import schedules_dlq_alarm
+from jobkit.template.checkov import checkov_skips
+from jobkit.template.naming import NAMES, QueueIds, logical_id
 
 
 def schedule_ids(schedule: Schedule) -> tuple[str, str]:
@@ -23,8 +32,28 @@ def schedule_ids(schedule: Schedule) -> tuple[str, str]:
     return base, f"{base}Role"
 
 
+#: The stack-wide queue of firings the scheduler could not send, and its alarm.
+SCHEDULES_DLQ = "SchedulesDeadLetterQueue"
+SCHEDULES_DLQ_ALARM = "SchedulesDeadLetterAlarm"
+#: How long and how often the scheduler retries a firing it could not send (its maximums).
+RETRY_POLICY = {"MaximumEventAgeInSeconds": 86400, "MaximumRetryAttempts": 185}
+
+
 def schedule_resources(declaration: Declaration) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
+    if not declaration.schedules:
+        return {}
+    resources: dict[str, Any] = {
+        SCHEDULES_DLQ: {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {
+                "QueueName": {"Fn::Sub": NAMES.schedules_dlq},
+                "MessageRetentionPeriod": DLQ_RETENTION_S,
+                "SqsManagedSseEnabled": True,
+            },
+            "Metadata": checkov_skips("CKV_AWS_27"),
+        },
+        SCHEDULES_DLQ_ALARM: schedules_dlq_alarm(SCHEDULES_DLQ),
+    }
     for schedule in declaration.schedules.values():
         queue = QueueIds(declaration.types[schedule.type].queue).queue
         schedule_id, role_id = schedule_ids(schedule)
@@ -36,7 +65,10 @@ def schedule_resources(declaration: Declaration) -> dict[str, Any]:
         resources[role_id] = {
             "Type": "AWS::IAM::Role",
             "Properties": {
-                "Description": f"EventBridge Scheduler: the {schedule.name} schedule sends to its type's queue only",
+                "Description": (
+                    f"EventBridge Scheduler: the {schedule.name} schedule sends to its type's queue"
+                    " (and the schedules DLQ) only"
+                ),
                 "AssumeRolePolicyDocument": {
                     "Version": "2012-10-17",
                     "Statement": [
@@ -58,7 +90,10 @@ def schedule_resources(declaration: Declaration) -> dict[str, Any]:
                                     "Sid": "SendToItsQueue",
                                     "Effect": "Allow",
                                     "Action": "sqs:SendMessage",
-                                    "Resource": {"Fn::GetAtt": [queue, "Arn"]},
+                                    "Resource": [
+                                        {"Fn::GetAtt": [queue, "Arn"]},
+                                        {"Fn::GetAtt": [SCHEDULES_DLQ, "Arn"]},
+                                    ],
                                 }
                             ],
                         },
@@ -81,6 +116,8 @@ def schedule_resources(declaration: Declaration) -> dict[str, Any]:
                     "Arn": {"Fn::GetAtt": [queue, "Arn"]},
                     "RoleArn": {"Fn::GetAtt": [role_id, "Arn"]},
                     "Input": input_template(schedule),
+                    "RetryPolicy": RETRY_POLICY,
+                    "DeadLetterConfig": {"Arn": {"Fn::GetAtt": [SCHEDULES_DLQ, "Arn"]}},
                 },
             },
         }
