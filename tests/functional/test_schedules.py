@@ -148,7 +148,7 @@ def test_jobkit_schedules_lists_each_schedule_with_its_next_firings() -> None:
 
 def test_names_that_would_share_the_template_s_resources_are_refused() -> None:
     # the template names resources after them: one would silently replace the other on AWS
-    with pytest.raises(ConfigError, match="nightly-digest.*nightlyDigest.*rename one"):
+    with pytest.raises(ConfigError, match=r"nightly-digest.*nightlyDigest.*rename one"):
         parse_declaration(
             {
                 "types": TYPES,
@@ -159,16 +159,16 @@ def test_names_that_would_share_the_template_s_resources_are_refused() -> None:
             },
             source="jobs.toml",
         )
-    with pytest.raises(ConfigError, match="a_b.*aB|aB.*a_b"):
+    with pytest.raises(ConfigError, match=r"a_b.*aB|aB.*a_b"):
         parse_declaration({"types": {"a_b": {"class": "m:A"}, "aB": {"class": "m:B"}}}, source="jobs.toml")
-    with pytest.raises(ConfigError, match="low_traffic.*lowTraffic|lowTraffic.*low_traffic"):
+    with pytest.raises(ConfigError, match=r"low_traffic.*lowTraffic|lowTraffic.*low_traffic"):
         parse_declaration(
             {"types": {"a": {"class": "m:A", "queue": "low_traffic"}, "b": {"class": "m:B", "queue": "lowTraffic"}}},
             source="jobs.toml",
         )
     # nor may a queue take the SQS name of another queue's DLQ, or of the schedules DLQ
     for queue in ("mail-dlq", "schedules"):
-        with pytest.raises(ConfigError, match="types.a.queue"):
+        with pytest.raises(ConfigError, match=r"types\.a\.queue"):
             parse_declaration({"types": {"a": {"class": "m:A", "queue": queue}}}, source="jobs.toml")
 
 
