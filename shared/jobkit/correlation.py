@@ -51,6 +51,12 @@ def valid_correlation_id(value: object) -> str | None:
     return value if isinstance(value, str) and _VALID.fullmatch(value) else None
 
 
+def correlation_of(sent: object, job_id: str | None) -> str | None:
+    """A job's correlation ID: the one its producer sent, if valid, else its own
+    job ID (a job sent without one starts a correlation of its own)."""
+    return valid_correlation_id(sent) or valid_correlation_id(job_id)
+
+
 @contextlib.contextmanager
 def correlation_scope(correlation_id: str | None) -> Iterator[str | None]:
     """Work done inside the block (pushes, log lines) belongs to ``correlation_id``."""

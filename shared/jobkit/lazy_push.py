@@ -146,7 +146,7 @@ def wsgi_middleware(app: Callable[..., Iterable[bytes]], buffer: LazyBuffer) -> 
             except BaseException:
                 buffer.push_now(buffer.end(opened))
                 raise
-        return _FlushOnClose(response, lambda: _in_scope(correlation_id, buffer.push_now, buffer.end(opened)))
+        return _FlushOnClose(response, correlation_id, lambda: buffer.push_now(buffer.end(opened)))
 
     return middleware
 
@@ -191,19 +191,32 @@ def _in_scope(
 
 
 class _FlushOnClose:
-    """A WSGI response iterable that pushes the request's lazy jobs once the server closes it."""
+    """A WSGI response iterable that pushes the request's lazy jobs once the server
+    closes it. The app's code that runs while the server reads the body (a
+    streaming response's generator) and closes it runs in the request's
+    correlation scope too, so what it pushes carries the request's ID."""
 
-    def __init__(self, response: Iterable[bytes], flush: Callable[[], object]) -> None:
+    def __init__(self, response: Iterable[bytes], correlation_id: str, flush: Callable[[], object]) -> None:
         self._response = response
+        self._correlation_id = correlation_id
         self._flush = flush
 
     def __iter__(self) -> Iterator[bytes]:
-        return iter(self._response)
+        with correlation_scope(self._correlation_id):
+            chunks = iter(self._response)
+        while True:
+            with correlation_scope(self._correlation_id):
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    return
+            yield chunk
 
     def close(self) -> None:
-        try:
-            close = getattr(self._response, "close", None)
-            if close is not None:
-                close()
-        finally:
-            self._flush()
+        with correlation_scope(self._correlation_id):
+            try:
+                close = getattr(self._response, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                self._flush()

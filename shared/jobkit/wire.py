@@ -166,9 +166,10 @@ def utc_time(value: Any) -> float | None:
     from datetime import UTC, datetime
 
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+        at = datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp()
     except ValueError:  # 2026-02-30T00:00:00Z matches the pattern, and is no time
         return None
+    return at if at >= 0 else None  # before 1970: refused as a number would be
 
 
 def validate(data: Any) -> None:

@@ -186,3 +186,36 @@ def test_jobkit_job_shows_the_request_that_pushed_a_job(stack: LocalStack) -> No
     for job_id in (tracked.id, failing.id):
         text = cli("job", job_id).stdout
         assert "correlation id" in text and "req-job-9" in text
+
+
+def test_a_streaming_response_s_pushes_carry_the_request_s_id(stack: LocalStack) -> None:
+    group = stack.queue_group()
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        yield b"first chunk"
+        group.push(JobSpecification("noop", {"from": "the body"}))  # while the server reads the body
+        yield b"second chunk"
+
+    environ: dict[str, Any] = {"HTTP_X_REQUEST_ID": "req-stream"}
+    setup_testing_defaults(environ)
+    response = group.wsgi_middleware(app)(environ, lambda *_: None)
+    assert list(response) == [b"first chunk", b"second chunk"]
+    response.close()  # type: ignore[attr-defined]
+    assert current_correlation_id() is None
+    url = stack.queue_urls[stack.declaration.queue_name("noop")]
+    [message] = stack.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
+    assert message["MessageAttributes"][CORRELATION_ATTRIBUTE]["StringValue"] == "req-stream"
+
+
+def test_a_job_sent_without_an_id_starts_its_own_and_its_children_share_it(
+    stack: LocalStack, logs: pytest.LogCaptureFixture
+) -> None:
+    # as a schedule's firing, or another language's producer, sends it: the body alone
+    parent = JobSpecification("fanOut", {"leaves": 2}).stamped(stack.clock.now())
+    url = stack.queue_urls[stack.declaration.queue_name("fanOut")]
+    stack.sqs.send_message(QueueUrl=url, MessageBody=parent.to_message())
+    stack.drain()
+    ran = [r for r in logs.records if r.getMessage().endswith("succeeded")]
+    assert len(ran) == 3
+    assert {r.correlation_id for r in ran} == {parent.id}  # type: ignore[attr-defined]

@@ -267,3 +267,23 @@ def test_naive_datetime_release_is_rejected() -> None:
 
     with pytest.raises(SpecError, match="timezone"):
         JobSpecification("noop", release_at=datetime(2030, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("enqueued_at", "accepted"),
+    [
+        ("2026-11-22T02:00:00Z", 1795312800.0),
+        ("2026-11-22T02:00:00.5Z", 1795312800.5),
+        ("1970-01-01T00:00:00Z", 0.0),
+        ("1969-12-31T23:59:59Z", None),  # before 1970, as the number -1 is
+        ("0001-01-01T00:00:00Z", None),
+        ("2027-02-30T00:00:00Z", None),  # matches the pattern, and is no day
+    ],
+)
+def test_an_enqueue_time_may_be_an_rfc_3339_utc_time_from_1970_on(enqueued_at: str, accepted: float | None) -> None:
+    body = {"v": 1, "id": "j1", "type": "t", "params": {}, "enqueuedAt": enqueued_at}
+    if accepted is None:
+        with pytest.raises(SpecError, match="enqueuedAt"):
+            JobSpecification.from_dict(body)
+    else:
+        assert JobSpecification.from_dict(body).enqueued_at == accepted

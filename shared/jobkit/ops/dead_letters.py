@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from jobkit.correlation import valid_correlation_id
+from jobkit.correlation import correlation_of, valid_correlation_id
 from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
@@ -104,9 +104,10 @@ class DeadLetter:
 
     @property
     def correlation_id(self) -> str | None:
-        """The correlation ID its producer sent (the request or job that pushed it), if a valid one.
+        """The correlation ID its producer sent (the request or job that pushed it), if a valid one,
+        else the job's own ID, as the runner logged it (:func:`jobkit.correlation.correlation_of`).
         A sender's claim, like the type attribute: it leads to the request's logs."""
-        return valid_correlation_id(self.attributes.get(CORRELATION_ATTRIBUTE))
+        return correlation_of(self.attributes.get(CORRELATION_ATTRIBUTE), self.job_id)
 
     @property
     def claimed(self) -> Claimed | None:

@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.config import JobType
-from jobkit.correlation import valid_correlation_id
+from jobkit.correlation import correlation_of
 from jobkit.errors import SpecError
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.records.keys import JobRef
@@ -111,8 +111,10 @@ class Delivery:
 
     @cached_property
     def correlation_id(self) -> str | None:
-        """The correlation ID its producer sent (``CorrelationId``), if a valid one."""
-        return valid_correlation_id(string_attribute_of(self.record, CORRELATION_ATTRIBUTE))
+        """The correlation ID its producer sent (``CorrelationId``), if a valid
+        one; else the job's own ID, so that a job sent without one (a schedule's
+        firing, another language's producer) and the jobs it pushes share one."""
+        return correlation_of(string_attribute_of(self.record, CORRELATION_ATTRIBUTE), self.spec.id)
 
     @property
     def keys(self) -> dict[str, Any]:
