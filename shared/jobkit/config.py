@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ from jobkit.flow.options import (
     parse_fairness,
     parse_rate_limit,
 )
-from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames, logical_id, same_logical_id
+from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames, refuse_shared_logical_ids
 from jobkit.wire import TYPE_PATTERN
 
 if TYPE_CHECKING:
@@ -260,8 +260,8 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
         for target in job_type.pushes:
             if target not in types:
                 raise ConfigError(source, f"types.{job_type.name}.pushes", f"names undeclared type {target!r}")
-    _distinct_logical_ids(source, "types", types)
-    _distinct_logical_ids(source, "queue", {job_type.queue for job_type in types.values()}, key="queue")
+    refuse_shared_logical_ids(source, types, lambda name: f"types.{name}")
+    refuse_shared_logical_ids(source, {t.queue for t in types.values()}, lambda _: "types.*.queue")
     from jobkit.schedules import parse_schedules
 
     schedules = parse_schedules(source, raw.get("schedules", {}), types)
@@ -275,20 +275,6 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
         template=(base_dir or Path(".")) / template if template else None,
         source=source,
     )
-
-
-def _distinct_logical_ids(source: str, section: str, names: Iterable[str], *, key: str | None = None) -> None:
-    """Refuse two names the template would give one logical ID (``a_b`` and
-    ``aB``): one of them would silently replace the other's resources."""
-    pair = same_logical_id(sorted(names))
-    if pair is not None:
-        first, second = pair
-        where = f"types.*.{key}" if key is not None else f"{section}.{second}"
-        raise ConfigError(
-            source,
-            where,
-            f"{first!r} and {second!r} would share the template's resource names ({logical_id(first)}...): rename one",
-        )
 
 
 _TYPE_KEYS = {

@@ -4,8 +4,10 @@ and their names (:class:`ResourceNames`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from jobkit.errors import ConfigError
 
 #: How long a dead letter is kept: the SQS maximum, 14 days.
 DLQ_RETENTION_S = 14 * 24 * 3600
@@ -104,12 +106,20 @@ def logical_id(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in parts if part)
 
 
-def same_logical_id(names: Iterable[str]) -> tuple[str, str] | None:
-    """Two of ``names`` that the template would give one logical ID
-    (``nightly-digest`` and ``nightlyDigest``), or None."""
+def refuse_shared_logical_ids(source: str, names: Iterable[str], key: Callable[[str], str]) -> None:
+    """Refuse two of ``names`` that the template would give one logical ID
+    (``nightly-digest`` and ``nightlyDigest``): one would silently replace the
+    other's resources on AWS. ``key`` names the declaration key to blame.
+
+    Raises:
+        ConfigError: two names share a logical ID.
+    """
     seen: dict[str, str] = {}
-    for name in names:
+    for name in sorted(names):
         other = seen.setdefault(logical_id(name), name)
         if other != name:
-            return other, name
-    return None
+            raise ConfigError(
+                source,
+                key(name),
+                f"{other!r} and {name!r} would share the template's resource names ({logical_id(name)}...): rename one",
+            )

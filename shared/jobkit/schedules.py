@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobkit.errors import ConfigError, SpecError
-from jobkit.resources import logical_id, same_logical_id
+from jobkit.resources import refuse_shared_logical_ids
 from jobkit.spec import JobSpecification
 from jobkit.wire import WIRE_VERSION, valid_domain
 
@@ -110,14 +110,7 @@ def parse_schedules(source: str, raw: Any, types: Mapping[str, Any]) -> dict[str
     if not isinstance(raw, Mapping):
         raise ConfigError(source, "schedules", f"must be a table of schedules, got {type(raw).__name__}")
     schedules = {name: _schedule(source, name, spec, types) for name, spec in raw.items()}
-    pair = same_logical_id(sorted(schedules))
-    if pair is not None:
-        raise ConfigError(
-            source,
-            f"schedules.{pair[1]}",
-            f"{pair[0]!r} and {pair[1]!r} would share the template's resource names"
-            f" ({logical_id(pair[0])}Schedule): rename one",
-        )
+    refuse_shared_logical_ids(source, schedules, lambda name: f"schedules.{name}")
     return schedules
 
 

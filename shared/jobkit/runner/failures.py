@@ -25,7 +25,7 @@ from typing import Any
 from jobkit.backoff import retry_delay_s
 from jobkit.clock import Clock
 from jobkit.config import QueueConfig
-from jobkit.correlation import valid_correlation_id
+from jobkit.correlation import correlation_of
 from jobkit.dedup import DedupStore
 from jobkit.error_text import describe, error_message, text_of, traceback_tail
 from jobkit.errors import NonRetryableError
@@ -142,7 +142,7 @@ class Failures:
             failure = FailureRecord(
                 spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, message, ""
             )
-            correlation_id = valid_correlation_id(string_attribute_of(record, CORRELATION_ATTRIBUTE))
+            correlation_id = correlation_of(string_attribute_of(record, CORRELATION_ATTRIBUTE), spec.id)
             self._store.record_failure(replace(failure, dead_letter_reason="poison", correlation_id=correlation_id))
         reason = DeadLetterReason("poison", type(error).__name__, message, received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
