@@ -268,3 +268,25 @@ def test_a_poison_message_with_a_job_id_has_no_failure_record_but_a_reason(stack
     [dead] = stack.dead_letters("noop")
     assert dead["MessageAttributes"]["jobkit.errorClass"]["StringValue"] == "UnknownJobType"
     assert stack.dedup_store().failures(JobRef("nope", None, "poison-1")) == []
+
+
+def test_a_root_sent_without_being_recorded_supersedes_older_leaves_ahead_of_it_in_its_batch(
+    stack: LocalStack,
+) -> None:
+    # A producer that sends bodies alone (another language's) does not record its
+    # roots at push: the runner meets the root in the same batch as stale leaves.
+    key = "htmlCacheUpdate:templatelinks:Template:Infobox"
+    old_root = {k: v for k, v in new_root_job_params(key, stack.clock.now()).items() if k != "rootJobIsSelf"}
+    stack.clock.advance(10)
+    new_root = new_root_job_params(key, stack.clock.now())
+    old = [JobSpecification("leaf", {"n": n, **old_root}).stamped(stack.clock.now()) for n in range(3)]
+    root = JobSpecification("leaf", {"n": "root", **new_root}).stamped(stack.clock.now())
+    url = stack.queue_urls[stack.declaration.queue_name("leaf")]
+    for spec in [*old, root]:  # the stale leaves first, then the new root: one batch
+        stack.sqs.send_message(QueueUrl=url, MessageBody=spec.to_message())
+    stack.drain()
+    assert executions("leaf") == [root.id]
+    superseded = [r.job_id for r in stack.results.results if r.outcome is Outcome.SUPERSEDED]
+    assert sorted(superseded) == sorted(s.id for s in old)
+    # because the root ran first in its batch
+    assert stack.results.results[0].job_id == root.id

@@ -108,10 +108,12 @@ class Runner:
         for hook in self._hooks.begin_batch:
             self._call(hook)
         entries = [self._take_safely(record, context) for record in (records if isinstance(records, list) else [])]
-        self._admit(entries)
+        order = roots_first(entries)
+        self._admit([entries[i] for i in order])
         # A job's own exits (sys.exit) are failed attempts; what still escapes
         # (KeyboardInterrupt, a crash) ends the invocation unreported, as death would
-        results = [self._finish_safely(entry) for entry in entries]
+        finished = {i: self._finish_safely(entries[i]) for i in order}
+        results = [finished[i] for i in range(len(entries))]  # in the batch's own order
         for hook in self._hooks.end_batch:
             self._call(hook)
         # what a stage learned at the end of the batch (a settle that found the store down)
@@ -292,6 +294,33 @@ class _Hooks:
         self.finish = hooks(stages, "finish", reverse=True)
         self.settle = hooks(stages, "settle", reverse=True)
         self.end_batch = hooks(stages, "end_batch", reverse=True)
+
+
+def roots_first(entries: Sequence[_Entry]) -> list[int]:
+    """The order a batch's jobs run in: the batch's own, except that the jobs
+    with one root signature (type, domain and signature) run together, where the
+    first of them is, root jobs first and the newest root first. So a root
+    supersedes its signature's stale leaves and older roots in its own batch,
+    even when they came ahead of it and its producer did not record it at push."""
+
+    def group(entry: _Entry) -> tuple[str, str | None, str] | None:
+        spec = entry.delivery.spec if entry.delivery is not None and entry.result is None else None
+        if spec is None or not spec.has_root_job_params():
+            return None
+        signature = spec.root_job_signature
+        return (spec.type, spec.domain, signature) if signature is not None else None
+
+    first: dict[tuple[str, str | None, str], int] = {}
+    keys: list[tuple[int, int, float, int]] = []
+    for index, entry in enumerate(entries):
+        key = group(entry)
+        if key is None:
+            keys.append((index, 0, 0.0, index))
+            continue
+        spec = entry.delivery.spec  # type: ignore[union-attr]
+        timestamp = spec.root_job_timestamp or 0.0
+        keys.append((first.setdefault(key, index), 0 if spec.is_root_job() else 1, -timestamp, index))
+    return [key[3] for key in sorted(keys)]
 
 
 def _overrides(stage: Stage, hook: str) -> bool:

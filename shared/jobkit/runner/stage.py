@@ -29,8 +29,10 @@ wired (:func:`jobkit.runner.stages.standard_stages`):
    finished work in the background waits for it before the stages wired
    before it (metrics) report the batch.
 
-The jobs of a batch run one at a time, in the batch's order: every delivery is
-admitted (steps 1 and 2) before the first job starts, except those left for later.
+The jobs of a batch run one at a time, in the batch's order (except that the
+jobs of one root signature run together, roots first: see
+:func:`jobkit.runner.loop.roots_first`): every delivery is admitted (steps 1
+and 2) before the first job starts, except those left for later.
 
 Every hook is optional. A hook other than ``admit`` and ``admit_batch`` that
 raises is logged and skipped: it never fails the job, the batch, or the other
