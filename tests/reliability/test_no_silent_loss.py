@@ -24,6 +24,7 @@ from jobkit.clock import VirtualClock
 from jobkit.config import load_declaration
 from jobkit.errors import JobQueueError, SpecError
 from jobkit.local import FakeLambdaContext, LocalStack
+from jobkit.local.esm import sqs_event as lambda_event
 from jobkit.outcome import Outcome
 from jobkit.push import derived_job_id
 from jobkit.records import JobState
@@ -82,8 +83,16 @@ def test_a_root_skipped_as_a_duplicate_does_not_supersede_the_fan_out_of_the_run
     r2 = body("dedupFanOut", "r2", {"leaves": 3, **new_root_job_params("page", t2)}, domain="enwiki")
     send(stack, "dedupFanOut", r1)
     send(stack, "dedupFanOut", r2)
-    # When R1 starts after R2 was enqueued, runs and fans out, and R2 is then a duplicate of R1
+    # When R1 starts after R2 was enqueued, in a batch of its own (one batch would
+    # run the newer root first), runs and fans out, and R2 is then a duplicate of R1
     stack.clock.advance(1)
+    url = stack.queue_url("dedupFanOut")
+    [first] = stack.sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=1, MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"]
+    )["Messages"]
+    assert json.loads(first["Body"])["id"] == "r1"
+    stack.runners["dedupFanOut"].process(lambda_event([first], stack.queue_arn("dedupFanOut")))
+    stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
     stack.drain()
     by_job = {r.job_id: r.outcome for r in stack.results.results if r.job_id in ("r1", "r2")}
     assert by_job == {"r1": Outcome.SUCCEEDED, "r2": Outcome.DUPLICATE}
