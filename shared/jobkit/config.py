@@ -36,6 +36,7 @@ from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames, refu
 from jobkit.wire import TYPE_PATTERN
 
 if TYPE_CHECKING:
+    from jobkit.params_schema import ParamsSchema
     from jobkit.schedules import Schedule
 
 DEFAULT_PATH = Path("infra/jobs.toml")
@@ -84,6 +85,13 @@ class JobType:
     debounce: Debounce | None = None
     max_held_s: int = 86400  # a job that a limit holds back longer than this is dead-lettered
     tracing: bool = False  # a span per job (X-Ray, through Powertools Tracer), linked to the producer's trace
+    params_schema: ParamsSchema | None = None  # the shape of its params, checked at push and by the runner
+
+    def check_params(self, job_id: str, params: Mapping[str, Any]) -> None:
+        """Raise :class:`~jobkit.params_schema.InvalidParams` if ``params`` do not
+        match the declared ``params_schema`` (a type without one takes any)."""
+        if self.params_schema is not None:
+            self.params_schema.check(self.name, job_id, params)
 
     @property
     def limited(self) -> bool:
@@ -248,12 +256,12 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     _check(source, "jobkit.template", template, lambda v: v is None or isinstance(v, str), "must be a path string")
 
     defaults = _table(source, "defaults", raw.get("defaults", {}))
-    _no_unknown_keys(source, "defaults", defaults, _TYPE_KEYS - {"class", "queue", "pushes"})
+    _no_unknown_keys(source, "defaults", defaults, _TYPE_KEYS - {"class", "queue", "pushes", "params_schema"})
     types_raw = _table(source, "types", raw.get("types", {}))
     if not types_raw:
         raise ConfigError(source, "types", "declare at least one job type, e.g. [types.refreshLinks]")
     types = {
-        name: _job_type(source, name, {**defaults, **_table(source, f"types.{name}", spec)})
+        name: _job_type(source, name, {**defaults, **_table(source, f"types.{name}", spec)}, base_dir)
         for name, spec in types_raw.items()
     }
     for job_type in types.values():
@@ -299,13 +307,14 @@ _TYPE_KEYS = {
     "debounce",
     "max_held_s",
     "tracing",
+    "params_schema",
 }
 
 #: The levels a type's ``log_level`` may name.
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _job_type(source: str, name: str, spec: Mapping[str, Any]) -> JobType:
+def _job_type(source: str, name: str, spec: Mapping[str, Any], base_dir: Path | None = None) -> JobType:
     key = f"types.{name}"
     _check(source, key, name, _matches(TYPE_PATTERN), "a type name must match " + TYPE_PATTERN.pattern)
     _no_unknown_keys(source, key, spec, _TYPE_KEYS)
@@ -358,7 +367,16 @@ def _job_type(source: str, name: str, spec: Mapping[str, Any]) -> JobType:
             "max_held_s", 86400, _int_in(60, 1209600), "must be an integer from 60 to 1209600 (SQS's 14 days)"
         ),
         tracing=get("tracing", False, _is_bool, "must be true or false"),
+        params_schema=_params_schema(source, f"{key}.params_schema", spec.get("params_schema"), base_dir),
     )
+
+
+def _params_schema(source: str, key: str, raw: Any, base_dir: Path | None) -> ParamsSchema | None:
+    if raw is None:
+        return None
+    from jobkit.params_schema import parse_params_schema
+
+    return parse_params_schema(source, key, raw, base_dir)
 
 
 def _backoff(source: str, key: str, raw: Any) -> Backoff:
@@ -458,6 +476,7 @@ def declaration_to_dict(declaration: Declaration, *, only_types: set[str] | None
             **flow_to_dict(job_type.fairness, job_type.concurrency, job_type.rate_limit, job_type.debounce),
             "max_held_s": job_type.max_held_s,
             "tracing": job_type.tracing,
+            **({"params_schema": job_type.params_schema.document} if job_type.params_schema is not None else {}),
         }
     out: dict[str, Any] = {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}
     if declaration.schedules and only_types is None:  # a runner's environment needs none

@@ -321,11 +321,13 @@ class JobQueueGroup:
         spec.check_root_job_params()
         spec.check_times(now)
         queue_url = self._shared.transport.queue_url(spec.type)
+        job_type = self._shared.declaration.job_type(spec.type)
+        job_type.check_params(spec.id, spec.params)
         release_in = (spec.release_at - now) if spec.release_at is not None else 0
         # Longer delays hop: the runner re-enqueues until the release time.
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
         # The tenant of an SQS fair queue: the type's fairness key (the domain by default).
-        group_id = message_group_id(self._shared.declaration.job_type(spec.type).fairness, spec)
+        group_id = message_group_id(job_type.fairness, spec)
         message = Outgoing(
             spec, queue_url, spec.to_message(), attributes, delay_seconds(release_in), group_id, origin.system
         )

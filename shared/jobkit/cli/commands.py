@@ -1,4 +1,4 @@
-"""The ``jobkit`` group and its development commands: ``demo``, ``template`` and ``local up``.
+"""The ``jobkit`` group and its development commands: ``demo``, ``template``, ``schema`` and ``local up``.
 
 The ops commands (:mod:`jobkit.cli.ops`) are added to the group here too.
 """
@@ -140,6 +140,31 @@ def template(config_path: Path | None, output: Path | None, extra: Path | None, 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         click.echo(f"wrote {path}")
+
+
+@main.command()
+@config_option
+@click.argument("job_type", metavar="TYPE")
+def schema(config_path: Path | None, job_type: str) -> None:
+    """Print TYPE's params schema (JSON Schema), for producers to check params before sending.
+
+    A type without a declared params_schema takes any JSON object: that is what
+    is printed then, with a note on stderr.
+    """
+    import json
+
+    from jobkit.params_schema import DEFAULT_DRAFT
+
+    try:
+        declared = load_declaration(config_path).job_type(job_type)
+    except JobKitError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if declared.params_schema is None:
+        click.echo(f"{job_type} declares no params_schema: its params may be any JSON object", err=True)
+        document: dict[str, object] = {"type": "object"}
+    else:
+        document = declared.params_schema.document
+    click.echo(json.dumps({"$schema": DEFAULT_DRAFT, **document}, indent=2, ensure_ascii=False))
 
 
 def _generated_files(declaration: Declaration, output: Path, extra: Path) -> dict[Path, str]:

@@ -25,7 +25,17 @@ from jobkit.correlation import correlation_of, valid_correlation_id
 from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
-from jobkit.ops.verdict import Claimed, Reason, Verdict, check_times, check_type, from_runs, poison, unknown
+from jobkit.ops.verdict import (
+    Claimed,
+    Reason,
+    Verdict,
+    check_params,
+    check_times,
+    check_type,
+    from_runs,
+    poison,
+    unknown,
+)
 from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt
 from jobkit.spec import JobSpecification
 from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
@@ -261,7 +271,8 @@ def judged(
 ) -> DeadLetter:
     """The dead letter with why it died: the tool's own check of the type, then
     one query of the job's records in the jobs table, then the tool's own check
-    of the times (records first: the operator's clock is not the runner's)."""
+    of the times and of the params against the declared schema (records first:
+    the operator's clock is not the runner's, nor its declaration)."""
     dead = replace(dead, source_queue=scope.sqs_name)
     spec = dead.spec
     if dead.verdict is not None or spec is None:
@@ -278,7 +289,7 @@ def judged(
     verdict, failures, final = _from_records(dead, records, spec, since, limit)
     if verdict.reason == Reason.UNKNOWN:
         timed = check_times(spec, max(now, dead.sent_at or 0.0))
-        verdict = timed or verdict
+        verdict = timed or check_params(spec, scope.param_schemas.get(spec.type)) or verdict
     return replace(dead, verdict=verdict, failures=failures, final=final)
 
 

@@ -13,10 +13,12 @@ follows:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from jobkit.config import Declaration
 from jobkit.errors import JobKitError
+from jobkit.params_schema import ParamsSchema
 from jobkit.sqs import QueueDirectory
 
 
@@ -30,6 +32,7 @@ class Scope:
         queue_types: every type of that queue.
         type_filter: the one type to keep, when the queue is shared and a type
             was named; ``None`` means the whole queue.
+        param_schemas: the declared ``params_schema`` of the queue's types that have one.
     """
 
     name: str
@@ -38,6 +41,7 @@ class Scope:
     type_filter: str | None
     sqs_name: str
     dlq_name: str
+    param_schemas: Mapping[str, ParamsSchema] = field(default_factory=dict, compare=False)
 
     @property
     def shared(self) -> bool:
@@ -82,4 +86,5 @@ def resolve_scope(declaration: Declaration, name: str) -> Scope:
             f"{name!r} is neither a job type nor a queue of {declaration.source}"
             f" (types: {', '.join(sorted(declaration.types))}; queues: {', '.join(declaration.queues)})"
         )
-    return Scope(name, queue, types, type_filter, declaration.queue_name(queue), declaration.dlq_name(queue))
+    schemas = {t: s for t in types if (s := declaration.types[t].params_schema) is not None}
+    return Scope(name, queue, types, type_filter, declaration.queue_name(queue), declaration.dlq_name(queue), schemas)

@@ -6,7 +6,8 @@ their own; SQS's redrive policy then moves it to the DLQ with them. So a
 reason the ops tools show comes from one of two places only:
 
 - **the tool's own check** of the body, as the runner makes it (the parse,
-  the time checks, the types this DLQ's queue serves): a body that fails it
+  the time checks, the types this DLQ's queue serves, the type's declared
+  params schema): a body that fails it
   is ``poison``, with the tool's own error text;
 - **the jobs table**, which only runners write: the job's failure records and
   its final-attempt record, at or after the body's ``enqueuedAt`` (a job ID
@@ -27,6 +28,7 @@ from typing import Any
 
 from jobkit.errors import SpecError, UnknownJobType
 from jobkit.ops.bodies import safe_text
+from jobkit.params_schema import InvalidParams, ParamsSchema
 from jobkit.records import TIMED_OUT, FailureRecord, FinalAttempt, JobRuns
 from jobkit.spec import JobSpecification
 
@@ -110,6 +112,16 @@ def check_times(spec: JobSpecification, now: float) -> Verdict | None:
     except SpecError as exc:
         return poison(str(exc), type(exc).__name__)
     return None
+
+
+def check_params(spec: JobSpecification, schema: ParamsSchema | None) -> Verdict | None:
+    """The runner's params check against the type's declared schema, made again.
+    ``None``: it passes, or the type declares no schema."""
+    problem = schema.mismatch(spec.params) if schema is not None else None
+    if problem is None:
+        return None
+    error = InvalidParams(spec.type, spec.id, problem)
+    return poison(str(error), type(error).__name__)
 
 
 def check_type(spec: JobSpecification, queue: str, queue_types: tuple[str, ...]) -> Verdict | None:

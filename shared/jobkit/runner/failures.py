@@ -138,15 +138,27 @@ class Failures:
             text,
             extra={"message_id": message_id, "job_type": job_type},
         )
-        if spec is not None and self._store is not None:  # parsed, but its class did not resolve
+        correlation_id = None
+        if spec is not None:  # parsed, but its params or class did not fit
+            correlation_id = correlation_of(string_attribute_of(record, CORRELATION_ATTRIBUTE), spec.id)
+        if spec is not None and self._store is not None:
             failure = FailureRecord(
                 spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, message, ""
             )
-            correlation_id = correlation_of(string_attribute_of(record, CORRELATION_ATTRIBUTE), spec.id)
             self._store.record_failure(replace(failure, dead_letter_reason="poison", correlation_id=correlation_id))
         reason = DeadLetterReason("poison", type(error).__name__, message, received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
-        return RecordResult(message_id, job_type, outcome, attempt=received, error=text, exception=error)
+        return RecordResult(
+            message_id,
+            job_type,
+            outcome,
+            job_id=spec.id if spec is not None else None,
+            domain=spec.domain if spec is not None else None,
+            attempt=received,
+            error=text,
+            correlation_id=correlation_id,
+            exception=error,
+        )
 
     def internal_error(self, record: Any, error: Exception) -> RecordResult:
         """A bug in jobkit, or a record no event source mapping would make:

@@ -26,6 +26,7 @@ from jobkit.dedup import DedupStore
 from jobkit.errors import JobClassError, JobFailed, SpecError, UnknownJobType
 from jobkit.log_level import running
 from jobkit.outcome import Outcome, RecordResult
+from jobkit.params_schema import InvalidParams
 from jobkit.registry import JobRegistry
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import (
@@ -207,8 +208,9 @@ class Runner:
         except SpecError as exc:
             return self._failures.poison(record, exc)
         try:
+            job_type.check_params(spec.id, spec.params)  # a mismatch would fail every attempt
             job_class = self._registry.resolve(spec.type)
-        except JobClassError as exc:
+        except (InvalidParams, JobClassError) as exc:
             return self._failures.poison(record, exc, spec)
         received = receive_count(record)
         taken_at = enqueued_at(record, spec)

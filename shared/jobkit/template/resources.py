@@ -221,5 +221,6 @@ def _check_environment_size(declaration: Declaration, queue: QueueConfig, *value
             declaration.source,
             f"types.{queue.types[0]}.queue",
             f"the runner of queue {queue.name!r} would need {size} bytes of environment, over Lambda's "
-            f"{MAX_ENVIRONMENT_BYTES}: give some of its types (or the types they push) their own queue",
+            f"{MAX_ENVIRONMENT_BYTES}: give some of its types (or the types they push) their own queue, or"
+            " shorten their params_schema",
         )

@@ -1,0 +1,165 @@
+"""A job type's params schema: the shape of its params, checked at push and by the runner.
+
+A type may declare ``params_schema`` in jobs.toml, a JSON Schema (draft 7; 4
+and 6 by their ``$schema``) inline or in a JSON file beside the declaration.
+The push SDK refuses params that do not match it, naming the job and the first
+mismatch; the runner dead-letters such a body at its first delivery as poison,
+with the same words, instead of running a job that would fail with a KeyError
+until its attempts were used up; ``jobkit schema TYPE`` prints it, so a
+producer in another language can check its params before sending.
+
+The bookkeeping params (the root-job params, ``jobReleaseTimestamp`` and
+``requestId``) are left out of the check: jobkit checks the root-job params
+itself, and a schema need not mention them.
+
+A schema is part of the deploy-time declaration, like a job's class path: it is
+compiled into a validator when the declaration is loaded (fastjsonschema,
+imported only then, so a runner whose types declare none imports nothing), and
+it may refer only within itself (``$ref`` starting with ``#``), so checking
+params never reaches the network. A validator never changes the params (no
+``default`` is filled in).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from jobkit.errors import ConfigError, SpecError
+
+#: Params jobkit or MediaWiki's conventions own, left out of a type's schema check.
+BOOKKEEPING_PARAMS = ("rootJobSignature", "rootJobTimestamp", "rootJobIsSelf", "jobReleaseTimestamp", "requestId")
+
+#: The drafts fastjsonschema implements; a schema without ``$schema`` is draft 7.
+DRAFTS = frozenset(
+    {
+        "http://json-schema.org/draft-04/schema",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-07/schema",
+    }
+)
+
+#: What ``jobkit schema`` names as the draft of a schema that names none.
+DEFAULT_DRAFT = "http://json-schema.org/draft-07/schema#"
+
+#: A schema file or table larger than this is refused (it travels in the runner's environment).
+MAX_SCHEMA_BYTES = 2048
+
+
+class InvalidParams(SpecError):
+    """A job's params do not match its type's declared ``params_schema``."""
+
+    def __init__(self, job_type: str, job_id: str, mismatch: str) -> None:
+        self.job_type = job_type
+        self.mismatch = mismatch
+        super().__init__(f"{job_type} {job_id}: params do not match the type's params_schema: {mismatch}")
+
+
+class ParamsSchema:
+    """A declared schema, with its validator compiled on first use.
+
+    Attributes:
+        document: the schema as declared (JSON).
+    """
+
+    __slots__ = ("_validator", "document")
+
+    def __init__(self, document: Mapping[str, Any]) -> None:
+        self.document: dict[str, Any] = dict(document)
+        self._validator: Callable[..., Any] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ParamsSchema) and other.document == self.document
+
+    def __hash__(self) -> int:
+        return hash(canonical(self.document))
+
+    def __repr__(self) -> str:
+        return f"ParamsSchema({canonical(self.document)})"
+
+    def mismatch(self, params: Mapping[str, Any]) -> str | None:
+        """The first way ``params`` (less the bookkeeping params) fail the schema, or ``None``."""
+        from fastjsonschema import JsonSchemaValueException
+
+        checked = {k: v for k, v in params.items() if k not in BOOKKEEPING_PARAMS}
+        try:
+            self.validator()(checked, name_prefix="params")
+        except JsonSchemaValueException as exc:
+            return str(exc.message)
+        return None
+
+    def check(self, job_type: str, job_id: str, params: Mapping[str, Any]) -> None:
+        """Raise :class:`InvalidParams` if ``params`` do not match."""
+        problem = self.mismatch(params)
+        if problem is not None:
+            raise InvalidParams(job_type, job_id, problem)
+
+    def validator(self) -> Callable[..., Any]:
+        """The compiled validator (a :class:`ValueError` if the schema is not one)."""
+        if self._validator is None:
+            import fastjsonschema
+
+            try:
+                self._validator = fastjsonschema.compile(self.document, handlers={}, use_default=False)
+            except Exception as exc:  # whatever a schema makes the compiler raise (re.error, say)
+                raise ValueError(f"is not a valid JSON Schema: {exc}") from exc
+        return self._validator
+
+
+def canonical(document: Any) -> str:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_params_schema(source: str, key: str, raw: Any, base_dir: Path | None) -> ParamsSchema:
+    """A declared ``params_schema``: a table (the schema), or a path to a JSON
+    file, relative to the declaration's directory. Refused with the file and key
+    when it is not a JSON Schema fastjsonschema can compile, names a draft it does
+    not implement, refers outside itself, or is larger than :data:`MAX_SCHEMA_BYTES`."""
+    if isinstance(raw, str):
+        path = (base_dir or Path(".")) / raw
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(source, key, f"cannot read {raw}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise ConfigError(source, key, f"{raw} is not JSON: {exc}") from None
+    elif isinstance(raw, Mapping):
+        document = raw
+    else:
+        raise ConfigError(source, key, f"must be a table (the schema) or a path to a JSON file, got {raw!r}")
+    if not isinstance(document, Mapping):
+        raise ConfigError(source, key, "must be a JSON Schema object")
+    try:
+        text = canonical(document)
+    except (TypeError, ValueError) as exc:  # a TOML date or time, say
+        raise ConfigError(source, key, f"must be JSON: {exc}") from None
+    if len(text.encode("utf-8")) > MAX_SCHEMA_BYTES:
+        raise ConfigError(
+            source,
+            key,
+            f"is {len(text.encode('utf-8'))} bytes, over the {MAX_SCHEMA_BYTES} a type's schema may have"
+            " (it travels in the runner's environment): describe the params the job reads",
+        )
+    draft = document.get("$schema")
+    if draft is not None and (not isinstance(draft, str) or draft.rstrip("#") not in DRAFTS):
+        raise ConfigError(source, key, f"$schema must be JSON Schema draft 4, 6 or 7, got {draft!r}")
+    outside = _outside_refs(document)
+    if outside:
+        raise ConfigError(source, key, f"may refer only within itself ($ref '#...'), got $ref {outside[0]!r}")
+    schema = ParamsSchema(json.loads(json.dumps(document, ensure_ascii=False)))  # plain JSON, as declared
+    try:
+        schema.validator()
+    except ValueError as exc:
+        raise ConfigError(source, key, str(exc)) from None
+    return schema
+
+
+def _outside_refs(node: Any) -> list[Any]:
+    if isinstance(node, Mapping):
+        found = [node["$ref"]] if "$ref" in node and not str(node["$ref"]).startswith("#") else []
+        return found + [ref for value in node.values() for ref in _outside_refs(value)]
+    if isinstance(node, list):
+        return [ref for value in node for ref in _outside_refs(value)]
+    return []
