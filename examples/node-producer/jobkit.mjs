@@ -109,3 +109,31 @@ export async function recordRoot(dynamodb, { prefix, type, domain = null, signat
     throw error;
   }
 }
+
+/**
+ * Push jobs through the HTTP push endpoint (docs/push-endpoint.md), signed with
+ * SigV4 for the service "lambda" (a function URL with IAM auth). Resolves to
+ * the endpoint's answer: { enqueued, refused, failed, jobs: [{ index, id, status, error? }] }.
+ */
+export async function postJobs(url, jobs, { credentials, region }) {
+  const { SignatureV4 } = await import("@smithy/signature-v4");
+  const { Hash } = await import("@smithy/hash-node");
+  const target = new URL(url);
+  const body = JSON.stringify({ jobs: jobs.map((job) => JSON.parse(job.body)) });
+  const signer = new SignatureV4({ credentials, region, service: "lambda", sha256: Hash.bind(null, "sha256") });
+  const request = await signer.sign({
+    method: "POST",
+    protocol: target.protocol,
+    hostname: target.hostname,
+    port: target.port ? Number(target.port) : undefined,
+    path: target.pathname,
+    headers: { host: target.host, "content-type": "application/json" },
+    body,
+  });
+  const response = await fetch(url, { method: "POST", headers: request.headers, body });
+  const answer = await response.json();
+  if (response.status !== 200 && response.status !== 207) {
+    throw new Error(`push endpoint answered ${response.status}: ${answer.error}`);
+  }
+  return answer;
+}

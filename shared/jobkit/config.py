@@ -36,6 +36,7 @@ from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames, refu
 from jobkit.wire import TYPE_PATTERN
 
 if TYPE_CHECKING:
+    from jobkit.endpoint.options import EndpointOptions
     from jobkit.params_schema import ParamsSchema
     from jobkit.schedules import Schedule
 
@@ -133,6 +134,7 @@ class Declaration:
     template: Path | None = None
     source: str = "<declaration>"
     schedules: Mapping[str, Schedule] = field(default_factory=dict)
+    push_endpoint: EndpointOptions | None = None  # the HTTP push endpoint, when declared
 
     queues: Mapping[str, QueueConfig] = field(init=False)
 
@@ -171,7 +173,15 @@ class Declaration:
         their jobs push (to route those pushes). It runs only the first."""
         own = set(self.queues[queue].types)
         known = own | {target for name in own for target in self.types[name].pushes}
-        return replace(self, types={name: t for name, t in self.types.items() if name in known}, schedules={})
+        types = {name: t for name, t in self.types.items() if name in known}
+        return replace(self, types=types, schedules={}, push_endpoint=None)
+
+    def for_endpoint(self) -> Declaration:
+        """What the push endpoint knows: the types it takes."""
+        if self.push_endpoint is None:
+            raise ConfigError(self.source, "push_endpoint", "is not declared: add a [push_endpoint] table")
+        taken = set(self.push_endpoint.types)
+        return replace(self, types={n: t for n, t in self.types.items() if n in taken}, schedules={})
 
     def with_prefix(self, prefix: str) -> Declaration:
         """The same declaration deployed under another name prefix (a stage)."""
@@ -239,7 +249,7 @@ def declaration_from_environment(environ: Mapping[str, str] | None = None) -> De
 
 def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | None = None) -> Declaration:
     """Validate an already-decoded declaration (a TOML document as a dict)."""
-    _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types", "schedules"})
+    _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types", "schedules", "push_endpoint"})
     settings = _table(source, "jobkit", raw.get("jobkit", {}))
     _no_unknown_keys(source, "jobkit", settings, {"prefix", "namespace", "code_dir", "requirements", "template"})
     prefix = settings.get("prefix", DEFAULT_PREFIX)
@@ -273,9 +283,15 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     from jobkit.schedules import parse_schedules
 
     schedules = parse_schedules(source, raw.get("schedules", {}), types)
+    push_endpoint = None
+    if "push_endpoint" in raw:
+        from jobkit.endpoint.options import parse_endpoint
+
+        push_endpoint = parse_endpoint(source, raw["push_endpoint"], types)
     return Declaration(
         types=types,
         schedules=schedules,
+        push_endpoint=push_endpoint,
         prefix=prefix,
         namespace=namespace,
         code_dir=(base_dir or Path(".")) / code_dir if code_dir else None,
@@ -483,4 +499,6 @@ def declaration_to_dict(declaration: Declaration, *, only_types: set[str] | None
         from jobkit.schedules import schedules_to_dict
 
         out["schedules"] = schedules_to_dict(declaration.schedules)
+    if declaration.push_endpoint is not None and only_types is None:
+        out["push_endpoint"] = declaration.push_endpoint.to_dict()
     return out

@@ -75,6 +75,11 @@ class ResourceNames:
         return f"{self.prefix}-jobs"
 
     @property
+    def push_endpoint(self) -> str:
+        """The HTTP push endpoint's function (Lambda)."""
+        return f"{self.prefix}-push-endpoint"
+
+    @property
     def producer_policy(self) -> str:
         """The managed policy an app's role attaches to push jobs."""
         return f"{self.prefix}-producer"

@@ -3,8 +3,10 @@
 The Node.js example (examples/node-producer) pushes to `jobkit local up`, with
 the AWS SDK for JavaScript, a plain job, a delayed job, stale leaves in the same
 batch as a newer root, stale leaves after a recorded root, a malformed job and
-a job whose params break its type's schema. Each must end as the wire format
-says: run, superseded, or dead-lettered with its reason.
+a job whose params break its type's schema: once through SQS, once through the
+HTTP push endpoint (signed with SigV4). Each must end as the wire format says:
+run, superseded, or, through SQS, dead-lettered with its reason; the endpoint
+refuses the last two at once, with the same reasons.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from process_lines import Lines
 
 
 @pytest.fixture
-def local_up() -> Iterator[tuple[str, Lines]]:
+def local_up() -> Iterator[tuple[str, str, Lines]]:
     env = {**os.environ, "JOBKIT_CONFIG": str(ROOT / "infra" / "jobs.toml")}
     process = subprocess.Popen(
         [sys.executable, "-m", "jobkit.cli", "local", "up", "--port", "0"],
@@ -38,8 +40,9 @@ def local_up() -> Iterator[tuple[str, Lines]]:
     try:
         lines = Lines(process)
         endpoint = lines.wait_for("AWS_ENDPOINT_URL=").strip().split("=", 1)[1]
+        push_url = lines.wait_for("JOBKIT_PUSH_URL=").strip().split("=", 1)[1]
         lines.wait_for("running jobs")
-        yield endpoint, lines
+        yield endpoint, push_url, lines
     finally:
         process.kill()
         process.wait()
@@ -76,12 +79,18 @@ def outcome_of(lines: Lines, job_id: str) -> str:
     return line.split()[0]
 
 
-def test_a_node_producer_pushes_through_sqs_and_every_job_ends_as_documented(local_up: tuple[str, Lines]) -> None:
-    endpoint, lines = local_up
+@pytest.mark.parametrize("via", ["sqs", "http"])
+def test_a_node_producer_pushes_and_every_job_ends_as_documented(local_up: tuple[str, str, Lines], via: str) -> None:
+    endpoint, push_url, lines = local_up
     directory = node_producer()
     started = time.monotonic()
     done = subprocess.run(
-        ["node", "scenario.mjs"], cwd=directory, env=producer_env(endpoint), capture_output=True, text=True, timeout=120
+        ["node", "scenario.mjs", "--via", via],
+        cwd=directory,
+        env={**producer_env(endpoint), "JOBKIT_PUSH_URL": push_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     pushed = json.loads(done.stdout)
@@ -95,17 +104,30 @@ def test_a_node_producer_pushes_through_sqs_and_every_job_ends_as_documented(loc
     [root] = pushed["sameBatchRoot"]
     assert outcome_of(lines, root) == "succeeded"
     assert {outcome_of(lines, leaf) for leaf in pushed["sameBatchStaleLeaves"]} == {"superseded"}
-    # Stale leaves sent after their newer root was recorded (one UpdateItem) are superseded
+    # Stale leaves sent after their newer root was recorded are superseded: through SQS
+    # the producer recorded it (one UpdateItem), through HTTP the endpoint did
     assert {outcome_of(lines, leaf) for leaf in pushed["recordedStaleLeaves"]} == {"superseded"}
-    # A job whose params break the type's schema is dead-lettered at once, with the schema's words
-    [bad_params] = pushed["badParams"]
+    [malformed], [bad_params] = pushed["malformed"], pushed["badParams"]
+    answers = pushed["answers"]
+    if via == "http":
+        # The endpoint refuses a malformed job and bad params at once, with the reasons
+        assert answers["malformed"] == {
+            "id": malformed,
+            "enqueued": False,
+            "error": "field 'params' must be an object, got str",
+        }
+        assert answers["badParams"]["enqueued"] is False
+        assert answers["badParams"]["error"].endswith("params must contain ['title'] properties")
+        assert jobkit_json(endpoint, "dlq", "list", "refreshLinks")["messages"] == []
+        return
+    # Through SQS, a job whose params break the type's schema is dead-lettered at once
     assert outcome_of(lines, bad_params) == "poisoned"
-    # And a malformed job is dead-lettered with its reason
+    # and a malformed job is dead-lettered with its reason
     dead = jobkit_json(endpoint, "dlq", "list", "refreshLinks")["messages"]
     by_body = {message["job_id"] or message.get("body_start", ""): message for message in dead}
-    [malformed] = [m for key, m in by_body.items() if pushed["malformed"][0] in key]
-    assert (malformed["reason"], malformed["verified"]) == ("poison", True)
-    assert "params" in malformed["error"]
+    [malformed_letter] = [m for key, m in by_body.items() if malformed in key]
+    assert (malformed_letter["reason"], malformed_letter["verified"]) == ("poison", True)
+    assert "params" in malformed_letter["error"]
     schema_error = by_body[bad_params]
     assert (schema_error["reason"], schema_error["error_class"]) == ("poison", "InvalidParams")
     assert schema_error["error"].endswith("params must contain ['title'] properties")

@@ -191,7 +191,10 @@ def test_each_runner_logs_to_a_log_group_that_expires(
     assert parameter["AllowedValues"] == list(LOG_RETENTION_DAYS) and 30 in LOG_RETENTION_DAYS
     functions = resources(translated, "AWS::Lambda::Function")
     groups = resources(translated, "AWS::Logs::LogGroup")
-    assert len(groups) == len(example_declaration.queues)
+    assert len(groups) == len(example_declaration.queues) + 1  # and the push endpoint's
+    endpoint = groups["PushEndpointLogGroup"]["Properties"]
+    assert endpoint["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    assert endpoint["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${Prefix}-push-endpoint"}
     for queue in example_declaration.queues.values():
         q = logical_id(queue.name)
         group = groups[f"{q}RunnerLogGroup"]["Properties"]
@@ -261,7 +264,10 @@ def test_the_template_stack_has_expiring_log_groups_and_a_producer_policy(templa
     policy = iam.get_policy(PolicyArn=arn)["Policy"]
     assert policy["PolicyName"] == "jobkit-producer"
     version = iam.get_policy_version(PolicyArn=arn, VersionId=policy["DefaultVersionId"])["PolicyVersion"]
-    [send, roots] = version["Document"]["Statement"]  # botocore decodes the document
+    [send, roots, invoke] = version["Document"]["Statement"]  # botocore decodes the document
+    # the push endpoint (IAM auth): both actions a function URL asks for, on its function only
+    assert invoke["Action"] == ["lambda:InvokeFunctionUrl", "lambda:InvokeFunction"]
+    assert invoke["Resource"].endswith(":function:jobkit-push-endpoint")
     assert sorted(send["Resource"]) == sorted(
         template_stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         for name, url in template_stack.queue_urls.items()

@@ -11,6 +11,9 @@ moto differences this module works around (AWS behaves as the template says):
 - moto's event source mappings invoke the function (in Docker) when a message
   arrives; the local stack runs its own emulator instead, so they are disabled.
 - moto skips ``AWS::CloudWatch::Alarm`` and ``AWS::SNS::Subscription``.
+- moto has no ``AWS::Lambda::Url`` (the push endpoint's function URL): it is
+  left out, with the outputs that name it; the local stack serves the push
+  endpoint itself (:mod:`jobkit.local.push_route`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
 
 ARTIFACT_BUCKET = "jobkit-local-artifacts"
 CODE_PROPERTIES = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVersion": "ContentUri"}
+#: Resource types moto's CloudFormation cannot create.
+NOT_IN_MOTO = frozenset({"AWS::Lambda::Url"})
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ def deploy(
     template = translate(sam_template, region=region, parameters=parameters)
     cloudformation.create_stack(
         StackName=stack_name,
-        TemplateBody=json.dumps(template),
+        TemplateBody=json.dumps(_for_moto(template)),
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
         Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
     )
@@ -101,6 +106,30 @@ def deploy(
     _disable_event_source_mappings(lambda_)
     _enable_ttl(clients("dynamodb"), template, outputs)
     return DeployedStack(stack_name, outputs, template)
+
+
+def _for_moto(template: dict[str, Any]) -> dict[str, Any]:
+    """The template less the resources moto cannot create, and the outputs that name them."""
+    resources = template["Resources"]
+    left_out = {name for name, resource in resources.items() if resource.get("Type") in NOT_IN_MOTO}
+    if not left_out:
+        return template
+
+    def names_one(value: Any) -> bool:
+        if isinstance(value, dict):
+            if value.get("Ref") in left_out:
+                return True
+            get_att = value.get("Fn::GetAtt")
+            if isinstance(get_att, list) and get_att and get_att[0] in left_out:
+                return True
+            return any(names_one(v) for v in value.values())
+        return isinstance(value, list) and any(names_one(v) for v in value)
+
+    return {
+        **template,
+        "Resources": {n: r for n, r in resources.items() if n not in left_out and not names_one(r)},
+        "Outputs": {n: o for n, o in template.get("Outputs", {}).items() if not names_one(o)},
+    }
 
 
 def _disable_event_source_mappings(lambda_: Any) -> None:

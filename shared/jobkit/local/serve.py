@@ -75,6 +75,10 @@ def serve(
         emit("  export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1")
         emit("  export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing")
         emit(f"  export JOBKIT_CONFIG={Path(declaration.source).resolve()}")
+        if declaration.push_endpoint is not None:  # the HTTP push endpoint, for producers in any language
+            from jobkit.local.push_route import PATH
+
+            emit(f"  export JOBKIT_PUSH_URL={stack.endpoint_url}{PATH}")
         emit("running jobs; Ctrl-C stops")
         try:
             while not stop.is_set():

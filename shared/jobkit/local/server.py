@@ -11,9 +11,9 @@ from __future__ import annotations
 import errno
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobkit.errors import JobKitError
 
@@ -35,15 +35,16 @@ class PortInUse(LocalStackError):
 
 
 @contextmanager
-def serving_aws(host: str, port: int) -> Iterator[str]:
+def serving_aws(host: str, port: int, *, wrap: Callable[[Any], Any] | None = None) -> Iterator[str]:
     """Serve the AWS API on ``host``:``port`` (0: a free port) while the block runs;
-    yields the endpoint URL.
+    yields the endpoint URL. ``wrap`` takes moto's WSGI app and returns the one
+    to serve (jobkit's own routes in front of it).
 
     Raises:
         PortInUse: another process listens on the port.
         LocalStackError: the address cannot be served on.
     """
-    server = _quiet_server(host, port)
+    server = _quiet_server(host, port, wrap)
     thread = threading.Thread(target=server.serve_forever, name="jobkit-local-aws", daemon=True)
     thread.start()
     try:
@@ -54,7 +55,7 @@ def serving_aws(host: str, port: int) -> Iterator[str]:
         thread.join()
 
 
-def _quiet_server(host: str, port: int) -> BaseWSGIServer:
+def _quiet_server(host: str, port: int, wrap: Callable[[Any], Any] | None = None) -> BaseWSGIServer:
     """The server, its socket bound and listening (see the module's docstring)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server, select_address_family
@@ -79,6 +80,7 @@ def _quiet_server(host: str, port: int) -> BaseWSGIServer:
         raise
     try:
         app = DomainDispatcherApplication(create_backend_app)
+        app = wrap(app) if wrap is not None else app
         # werkzeug serves on a duplicate of the listening socket's descriptor.
         return make_server(host, port, app, threaded=True, request_handler=QuietHandler, fd=listener.fileno())
     finally:

@@ -65,6 +65,7 @@ from jobkit.wiring import AwsClients, Wiring
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef
 
+    from jobkit.endpoint.service import PushEndpoint
     from jobkit.records.store import Records
 
 ACCOUNT_ID = "123456789012"
@@ -182,7 +183,8 @@ class LocalStack:
         if isinstance(self.clock, VirtualClock):
             self._exit.enter_context(moto_on_clock(self.clock))
         if self._server_wanted:
-            self.endpoint_url = self._exit.enter_context(serving_aws(self._host, self._port))
+            wrap = self._push_route if self.declaration.push_endpoint is not None else None
+            self.endpoint_url = self._exit.enter_context(serving_aws(self._host, self._port, wrap=wrap))
         else:
             from moto import mock_aws
 
@@ -233,6 +235,25 @@ class LocalStack:
     def dedup_store(self) -> DedupStore:
         """A records store on the local table, with its own root cache (one per "container")."""
         return self.wiring.store()
+
+    @functools.cached_property
+    def push_endpoint(self) -> PushEndpoint:
+        """The HTTP push endpoint (``[push_endpoint]``), as its Lambda function builds it, on the local queues."""
+        from jobkit.endpoint.service import PushEndpoint
+        from jobkit.local.push_route import LOCAL_HMAC_KEY
+
+        own = Wiring(
+            self.declaration.for_endpoint(), clients=self.clients, clock=self.clock, queue_urls=self.queue_urls
+        )
+        options = self.declaration.push_endpoint
+        key = (lambda: LOCAL_HMAC_KEY) if options is not None and options.auth == "hmac" else None
+        return PushEndpoint(own.declaration, own.group, self.clock, key)
+
+    def _push_route(self, app: Any) -> Any:
+        from jobkit.local.push_route import PushRoute
+
+        options = self.declaration.push_endpoint
+        return PushRoute(app, lambda: self.push_endpoint, iam=options is not None and options.auth == "iam")
 
     def queue_arn(self, queue: str, *, dlq: bool = False) -> str:
         """The ARN of a declared queue (or of its DLQ)."""

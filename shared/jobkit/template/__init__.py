@@ -36,6 +36,7 @@ from jobkit.template.alarms import alarm_topic, conditions, limit_alarms, queue_
 from jobkit.template.cfn_yaml import to_yaml
 from jobkit.template.checkov import CHECKOV_SKIPS
 from jobkit.template.dashboard import dashboard
+from jobkit.template.endpoint import endpoint_outputs, endpoint_resources
 from jobkit.template.extra import SECTIONS_USERS_MAY_EXTEND, load_extra, merge_extra
 from jobkit.template.iam import RUNNER_TABLE_ACTIONS, producer_policy
 from jobkit.template.insight import domain_rules
@@ -111,6 +112,8 @@ def build(
         _add(declaration, outputs, queue_outputs(queue))
     _add(declaration, resources, domain_rules(declaration))
     _add(declaration, resources, schedule_resources(declaration))
+    _add(declaration, resources, endpoint_resources(declaration))
+    _add(declaration, outputs, endpoint_outputs(declaration))
     for job_type in declaration.types.values():
         _add(declaration, resources, type_alarms(declaration, job_type.name))
         _add(declaration, resources, limit_alarms(declaration, job_type))

@@ -36,7 +36,10 @@ def sendable_queues(declaration: Declaration, queue: QueueConfig) -> list[str]:
 
 def producer_policy(declaration: Declaration) -> dict[str, Any]:
     """What an app that pushes needs: send to every job queue (not the DLQs), look
-    their URLs up, and record the root jobs it pushes. An app's role attaches it."""
+    their URLs up, record the root jobs it pushes, and call the push endpoint
+    (with IAM auth), if there is one. An app's role attaches it."""
+    from jobkit.template.endpoint import producer_statement
+
     return {
         "Type": "AWS::IAM::ManagedPolicy",
         "Properties": {
@@ -51,9 +54,10 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
                         "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
                         "Resource": [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in declaration.queues],
                     },
-                    _table_statement(
+                    table_statement(
                         "RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)
                     ),
+                    *producer_statement(declaration),
                 ],
             },
         },
@@ -69,9 +73,9 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
     own, pushed = leading_key_patterns(
         {name: declaration.types[name] for name in queue.types}, pushed_types(declaration, queue)
     )
-    table_statements = [_table_statement("UseOwnTypesRecords", RUNNER_TABLE_ACTIONS, own)]
+    table_statements = [table_statement("UseOwnTypesRecords", RUNNER_TABLE_ACTIONS, own)]
     if pushed:
-        table_statements.append(_table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
+        table_statements.append(table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
     return {
         "Statement": [
             {
@@ -113,7 +117,7 @@ def traced(declaration: Declaration, queue: QueueConfig) -> bool:
     return any(declaration.types[name].tracing for name in queue.types)
 
 
-def _table_statement(sid: str, actions: list[str], leading_keys: Iterable[str]) -> dict[str, Any]:
+def table_statement(sid: str, actions: list[str], leading_keys: Iterable[str]) -> dict[str, Any]:
     """Actions on the jobs table, only on records whose partition key matches one of
     ``leading_keys``. ``ForAllValues`` holds for a request without a partition key
     (a Scan, say), so the ``Null`` condition requires one."""

@@ -1,0 +1,168 @@
+"""The push endpoint's work, whatever serves it: a request of job specs in, an answer per job out.
+
+A request is ``{"jobs": [...]}``, each job a wire-format body (docs/wire-format.md)
+in which ``v``, ``id`` and ``enqueuedAt`` may be left out (the endpoint fills
+in ``1``, a new UUID and its own clock). Every job is checked as the runner
+would check it (the wire schema, the type among the endpoint's, its
+``params_schema``, the root-job params, the times), then the valid ones are
+pushed with the push SDK: batches of 10 and 1 MiB, bounded retries, and the
+roots recorded in the jobs table. The answer names each job's fate, in the
+request's order:
+
+- ``enqueued``: sent (its ``id`` is in the answer);
+- ``refused``: it is not a job the endpoint takes; sending it again will not help;
+- ``failed``: SQS did not take it (throttled, say); sending it again may.
+
+HTTP status: 200 when every job was enqueued, 207 when some were not, 400 for
+a request that is not ``{"jobs": [...]}``, 413 for more than :data:`MAX_JOBS`
+jobs, 401 for a wrong producer signature. The endpoint never logs params.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jobkit.clock import Clock
+from jobkit.correlation import correlation_scope, from_headers
+from jobkit.endpoint.signature import HEADER, SignatureRefused, verify
+from jobkit.errors import JobQueueError, SpecError, UnknownJobType
+from jobkit.spec import JobSpecification
+from jobkit.wire import decode
+
+if TYPE_CHECKING:
+    from jobkit.config import Declaration
+    from jobkit.push import JobQueueGroup
+
+log = logging.getLogger(__name__)
+
+#: Jobs in one request (a function URL takes at most 6 MB of request).
+MAX_JOBS = 500
+MAX_BODY_BYTES = 6 * 1024 * 1024
+#: The error classes of a job the endpoint refuses: sending it again will not help.
+REFUSED = frozenset({"SpecError", "InvalidParams", "UnknownJobType"})
+
+
+@dataclass
+class Response:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
+
+    def text(self) -> str:
+        return json.dumps(self.body, ensure_ascii=False)
+
+
+class PushEndpoint:
+    """Takes job specs over HTTP for the types of ``declaration`` (the endpoint's).
+
+    Args:
+        declaration: the types the endpoint takes, with their schemas.
+        group: the push SDK it sends with (made on the first request).
+        clock: the endpoint's clock.
+        hmac_key: with ``auth = "hmac"``, the key producers sign with (made on
+            the first request); ``None``: requests are authenticated before
+            they reach the endpoint (IAM).
+    """
+
+    def __init__(
+        self,
+        declaration: Declaration,
+        group: Callable[[], JobQueueGroup],
+        clock: Clock,
+        hmac_key: Callable[[], bytes] | None = None,
+    ) -> None:
+        self._declaration = declaration
+        self._group = group
+        self._clock = clock
+        self._hmac_key = hmac_key
+
+    def handle(self, method: str, headers: Mapping[str, str], body: bytes) -> Response:
+        """Answer one request. ``headers`` have lowercase names."""
+        if method.upper() != "POST":
+            return _error(405, 'use POST with a JSON body {"jobs": [...]}')
+        if len(body) > MAX_BODY_BYTES:
+            return _error(413, f"the request is {len(body)} bytes, over the {MAX_BODY_BYTES} the endpoint takes")
+        if self._hmac_key is not None:
+            try:
+                verify(self._hmac_key(), body, headers.get(HEADER), self._clock.now())
+            except SignatureRefused as exc:
+                return _error(401, str(exc))
+        try:
+            request = decode(body)
+        except SpecError as exc:
+            return _error(400, f"the request is not JSON: {exc}")
+        jobs = request.get("jobs") if isinstance(request, dict) else None
+        if not isinstance(jobs, list) or not jobs:
+            return _error(400, 'the request must be a JSON object {"jobs": [...]} with at least one job')
+        if len(jobs) > MAX_JOBS:
+            return _error(413, f"{len(jobs)} jobs in one request, over the {MAX_JOBS} the endpoint takes")
+        # the request's X-Request-ID, X-Correlation-ID or trace ID, else a new one
+        environ_names = {"HTTP_" + name.upper().replace("-", "_"): value for name, value in headers.items()}
+        with correlation_scope(from_headers(environ_names)):
+            answers = self._push(jobs)
+        counts = {state: sum(1 for a in answers if a["status"] == state) for state in ("enqueued", "refused", "failed")}
+        status = 200 if counts["enqueued"] == len(answers) else 207
+        return Response(status, {**counts, "jobs": answers})
+
+    def _push(self, jobs: list[Any]) -> list[dict[str, Any]]:
+        now = self._clock.now()
+        answers: list[dict[str, Any]] = []
+        specs: list[JobSpecification] = []
+        where: dict[str, int] = {}
+        for index, raw in enumerate(jobs):
+            answer: dict[str, Any] = {"index": index}
+            answers.append(answer)
+            try:
+                spec = self._spec(raw, now)
+                if spec.id in where:
+                    raise SpecError(f"id {spec.id!r} is also job {where[spec.id]} of this request")
+            except SpecError as exc:
+                answer.update(_job_keys(raw), status="refused", errorClass=type(exc).__name__, error=str(exc))
+                continue
+            where[spec.id] = index
+            answer.update(id=spec.id, type=spec.type, status="enqueued")
+            specs.append(spec)
+        if not specs:
+            return answers
+        try:
+            self._group().push(specs)
+        except JobQueueError as exc:
+            for failed in exc.failed:
+                state = "refused" if failed.code in REFUSED else "failed"
+                answers[where[failed.job_id]].update(status=state, errorClass=failed.code, error=failed.message)
+        log.info(
+            "push endpoint: %d of %d jobs enqueued",
+            sum(1 for a in answers if a["status"] == "enqueued"),
+            len(answers),
+        )
+        return answers
+
+    def _spec(self, raw: Any, now: float) -> JobSpecification:
+        """The job as the runner would take it, checked before anything is sent."""
+        if not isinstance(raw, dict):
+            raise SpecError(f"a job is a JSON object, got {type(raw).__name__}")
+        filled = {"v": 1, "id": str(uuid.uuid4()), "enqueuedAt": now, **raw}
+        spec = JobSpecification.from_dict(filled)
+        if spec.type not in self._declaration.types:
+            taken = ", ".join(sorted(self._declaration.types))
+            raise UnknownJobType(spec.type, f"the push endpoint does not take it (it takes {taken})")
+        spec.check_root_job_params()
+        spec.check_times(now)
+        self._declaration.types[spec.type].check_params(spec.id, spec.params)
+        return spec
+
+
+def _job_keys(raw: Any) -> dict[str, Any]:
+    """What a refused job's answer can name of it: its id and type, if they are strings."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: raw[k] for k in ("id", "type") if isinstance(raw.get(k), str) and len(raw[k]) <= 200}
+
+
+def _error(status: int, message: str) -> Response:
+    return Response(status, {"error": message})

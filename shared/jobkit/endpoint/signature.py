@@ -1,0 +1,49 @@
+"""The producer signature of ``auth = "hmac"``: an HMAC-SHA256 of the request, for producers that cannot sign SigV4.
+
+A request carries the header::
+
+    X-Jobkit-Signature: t=1795305600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+
+where ``t`` is the time of signing (UTC epoch seconds, an integer) and ``v1``
+is the lowercase hex HMAC-SHA256, keyed with the secret's key (its
+``SecretString``, as UTF-8 bytes), of ``f"{t}.{body}"``: the time, a dot, and
+the request body's bytes exactly as sent. A signature more than
+:data:`MAX_AGE_S` away from the endpoint's clock is refused, so a captured
+request cannot be replayed later. (As Stripe's and Slack's webhooks sign.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+
+HEADER = "x-jobkit-signature"
+MAX_AGE_S = 300
+_FORMAT = re.compile(r"^t=(\d{1,12}),v1=([0-9a-f]{64})$")
+
+
+class SignatureRefused(Exception):
+    """The request's producer signature is missing, malformed, stale or wrong."""
+
+
+def sign(key: bytes, body: bytes, now: float) -> str:
+    """The header value for ``body`` signed at ``now``."""
+    timestamp = int(now)
+    digest = hmac.new(key, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={digest}"
+
+
+def verify(key: bytes, body: bytes, header: str | None, now: float) -> None:
+    """Raise :class:`SignatureRefused` unless ``header`` signs ``body`` with ``key``, within :data:`MAX_AGE_S`."""
+    if not header:
+        raise SignatureRefused("no X-Jobkit-Signature header: sign the body (see docs/push-endpoint.md)")
+    match = _FORMAT.fullmatch(header.strip())
+    if match is None:
+        raise SignatureRefused("X-Jobkit-Signature must be t=<epoch seconds>,v1=<64 hex digits>")
+    timestamp = int(match.group(1))
+    if abs(now - timestamp) > MAX_AGE_S:
+        raise SignatureRefused(f"the signature's time is more than {MAX_AGE_S} s from the endpoint's clock")
+    expected = hmac.new(key, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, match.group(2)):
+        raise SignatureRefused("the signature does not match the body")
