@@ -21,7 +21,7 @@ import importlib.util
 
 #: The modules each extra brings, by import name.
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "cli": ("click", "rich", "yaml", "packaging"),
+    "cli": ("click", "rich", "yaml", "packaging", "starlette", "jinja2", "uvicorn"),
     "local": ("click", "rich", "yaml", "packaging", "moto", "boto3", "samtranslator", "flask"),
 }
 

@@ -88,4 +88,4 @@ def test_every_ops_command_reports_errors_as_json_when_asked() -> None:
             assert isinstance(command, OpsGroup)
             commands += command.commands.values()
     assert [c.name for c in commands if not isinstance(c, (OpsCommand, OpsGroup))] == []
-    assert len(commands) == 11  # queues, top, dlq and its five, push, job, schedules
+    assert len(commands) == 12  # queues, top, dlq and its five, push, job, schedules, ui

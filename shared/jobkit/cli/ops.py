@@ -1,4 +1,4 @@
-"""The ops commands of the ``jobkit`` CLI: ``queues``, ``top``, ``dlq``, ``push``, ``job``.
+"""The ops commands of the ``jobkit`` CLI: ``queues``, ``top``, ``dlq``, ``push``, ``job``, ``ui``.
 
 A thin shell, like rq's: each command resolves its arguments, calls one
 :mod:`jobkit.ops` function with the clients and stores of a
@@ -12,6 +12,9 @@ credentials and region come from the usual chain; ``--endpoint-url`` (or
 ``$AWS_ENDPOINT_URL``, which boto3 reads itself) points at the local stack.
 Either must be a URL with a scheme and a host (``http://127.0.0.1:4566``), or
 the command stops with a one-line error before any request.
+
+``ui`` serves the same views as web pages (:mod:`jobkit.ui`); its web stack is
+imported when it runs, never with the other commands.
 
 With ``--json``, results are indented JSON on stdout, and errors are one JSON
 object on stderr, ``{"error": "<message>", "exit_status": 1}`` (``2`` for a
@@ -27,8 +30,9 @@ from jobkit.cli.dlq import dlq
 from jobkit.cli.jobs import job, push
 from jobkit.cli.queues import queues, top
 from jobkit.cli.schedules import schedules
+from jobkit.cli.ui import ui
 
-OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, schedules)
+OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, schedules, ui)
 
 
 def register_ops_commands(group: click.Group) -> None:

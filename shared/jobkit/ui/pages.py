@@ -1,0 +1,152 @@
+"""The pages: the overview, a type's dead letters and declaration, a job's attempts.
+
+Each page calls the ops library as the matching command does (``jobkit
+top``/``queues``, ``jobkit dlq list``, ``jobkit job``) and renders what it
+returns; nothing here decides anything the commands would not.
+
+Job params are shown only on a job's own page, folded (``<details>``): they
+may hold personal data, and an operator looking for a traceback need not see
+them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.templating import Jinja2Templates
+
+from jobkit.ops import (
+    ANY_DOMAIN,
+    Reason,
+    find_dead_letters,
+    job_report,
+    list_dead_letters,
+    queue_summaries,
+    resolve_scope,
+    top_snapshot,
+)
+from jobkit.ui.history import HistoryCache
+from jobkit.ui.overview import overview
+from jobkit.ui.settings import UiSettings
+
+if TYPE_CHECKING:
+    from jobkit.cli.config import CliConfig
+    from jobkit.ops import DeadLetter
+    from jobkit.records import FailureRecord
+
+#: Failure records shown under "recent failures" on a type's page.
+RECENT_FAILURES = 20
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure record with the dead letter it belongs to, for the type's page."""
+
+    dead: DeadLetter
+    record: FailureRecord
+
+
+class Pages:
+    """The GET routes. Their handlers are plain functions: Starlette runs them
+    in its thread pool, where the blocking AWS calls belong."""
+
+    def __init__(
+        self, config: CliConfig, settings: UiSettings, templates: Jinja2Templates, history: HistoryCache
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.templates = templates
+        self.history = history
+
+    def render(self, request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> Response:
+        return self.templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    # -- overview --------------------------------------------------------------------------------
+
+    def overview_page(self, request: Request) -> Response:
+        return self.render(request, "overview.html", {"overview": self._overview(), "page": "overview"})
+
+    def overview_rows(self, request: Request) -> Response:
+        """The overview's table alone: what the page fetches to refresh itself."""
+        return self.render(request, "overview_table.html", {"overview": self._overview()})
+
+    def _overview(self) -> Any:
+        config, now = self.config, self.config.now()
+        queues = queue_summaries(config.sqs, config.cloudwatch, config.declaration, config.directory, now=now)
+        snapshot = top_snapshot(
+            config.sqs,
+            config.cloudwatch,
+            config.declaration,
+            config.directory,
+            now=now,
+            window_s=self.settings.window_s,
+        )
+        return overview(queues, snapshot, self.history.get(now))
+
+    # -- a type ----------------------------------------------------------------------------------
+
+    def type_page(self, request: Request) -> Response:
+        config, now = self.config, self.config.now()
+        name = request.path_params["name"]
+        job_type = config.declaration.job_type(name)  # UnknownJobType: the app's 404
+        reason = request.query_params.get("reason") or None
+        error = request.query_params.get("error") or None
+        scope = resolve_scope(config.declaration, name)
+        listing = list_dead_letters(
+            config.sqs,
+            config.directory,
+            scope,
+            records=config.records,
+            now=now,
+            limit=self.settings.dead_letter_limit,
+        )
+        shown = [d for d in listing.items if (reason is None or d.reason == reason) and d.error_matches(error)]
+        failures = sorted(
+            (Failure(dead, record) for dead in listing.items for record in dead.failures),
+            key=lambda f: f.record.at,
+            reverse=True,
+        )[:RECENT_FAILURES]
+        reasons = sorted({*(str(r) for r in Reason), *(d.reason for d in listing.items)})
+        context = {
+            "page": "type",
+            "job_type": job_type,
+            "queue": config.declaration.queues[job_type.queue],
+            "scope": scope,
+            "listing": listing,
+            "shown": shown,
+            "failures": failures,
+            "reason": reason,
+            "error": error,
+            "reasons": reasons,
+            "now": now,
+        }
+        return self.render(request, "type.html", context)
+
+    # -- a job -----------------------------------------------------------------------------------
+
+    def job_page(self, request: Request) -> Response:
+        config, now = self.config, self.config.now()
+        name = request.path_params["name"]
+        job_type = config.declaration.job_type(name)
+        job_id = request.query_params.get("id", "")
+        if not job_id:
+            return self.render(request, "error.html", {"message": "which job? give ?id=JOB_ID"}, status_code=400)
+        report = job_report(config.records, config.declaration, job_id, job_type=name)
+        scope = resolve_scope(config.declaration, name)
+        dead = find_dead_letters(config.sqs, config.directory, scope, job_id, records=config.records, now=now)
+        if not report.found and not dead.items:
+            message = report.not_found(name, ANY_DOMAIN) + ", and it is not in the dead-letter queue"
+            return self.render(request, "error.html", {"message": message}, status_code=404)
+        context = {
+            "page": "job",
+            "job_type": job_type,
+            "job_id": job_id,
+            "report": report,
+            "dead": dead.items,
+            "scope": scope,
+            "now": now,
+        }
+        return self.render(request, "job.html", context)

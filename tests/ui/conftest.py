@@ -1,0 +1,84 @@
+"""The browser for the `jobkit ui` tests, and whether it ran.
+
+The browser test needs Debian's chromium package (or $JOBKIT_CHROMIUM) and
+Playwright for Python (the dev extra); Playwright's own browser download is
+not used. Without them it is skipped, and the terminal summary says so in one
+line; with JOBKIT_REQUIRE_BROWSER=1 (as CI sets) it fails instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: The Chromium to drive (Debian's package installs it here).
+CHROMIUM = Path(os.environ.get("JOBKIT_CHROMIUM", "/usr/bin/chromium"))
+#: Flags for a headless run in a container: no sandbox (root), no GPU, and nothing that calls home.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+BROWSER_TESTS = "tests/ui/test_browser.py"
+
+
+def browser_missing() -> str | None:
+    """Why the browser test cannot run here, or ``None`` if it can."""
+    if not CHROMIUM.is_file():
+        return f"no Chromium at {CHROMIUM}: browser test not run"
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright for Python is not installed: browser test not run"
+    return None
+
+
+def browser_required() -> bool:
+    return os.environ.get("JOBKIT_REQUIRE_BROWSER") == "1"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """A headless Chromium, driven by Playwright; skipped (or failed, if required) without one."""
+    missing = browser_missing()
+    if missing is not None:
+        if browser_required():
+            pytest.fail(f"{missing}, and JOBKIT_REQUIRE_BROWSER=1 requires it", pytrace=False)
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """One line on whether the browser test ran (its reports reach here under xdist too)."""
+    reports = [
+        report
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "nodeid", "").startswith(BROWSER_TESTS)
+    ]
+    if not reports:
+        return
+    skipped = [r for r in reports if r.skipped]
+    if skipped and len(skipped) == len({r.nodeid for r in reports}):
+        longrepr = skipped[0].longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        terminalreporter.write_line(f"jobkit ui browser test: NOT RUN ({reason.removeprefix('Skipped: ')})")
+        return
+    if any(r.failed for r in reports):
+        terminalreporter.write_line("jobkit ui browser test: FAILED (see above)")
+    else:
+        terminalreporter.write_line(f"jobkit ui browser test: passed, in {CHROMIUM}")
