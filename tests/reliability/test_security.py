@@ -81,9 +81,54 @@ def roles(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_every_role_is_a_runner_role_or_a_schedule_role(translated: dict[str, Any]) -> None:
+def test_every_role_is_a_runner_role_a_schedule_role_or_the_push_endpoints(translated: dict[str, Any]) -> None:
     names = [name for name, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
-    assert names and all(name.endswith(("RunnerRole", "ScheduleRole")) for name in names), names
+    assert names and all(name.endswith(("RunnerRole", "ScheduleRole")) or name == "PushEndpointRole" for name in names)
+
+
+def test_the_push_endpoint_may_only_send_its_types_and_record_their_roots(
+    translated: dict[str, Any], example_declaration: Declaration
+) -> None:
+    assert example_declaration.push_endpoint is not None
+    taken = example_declaration.push_endpoint.types
+    role = translated["Resources"]["PushEndpointRole"]["Properties"]
+    managed = [arn["Fn::Sub"] if isinstance(arn, dict) else arn for arn in role.get("ManagedPolicyArns", [])]
+    assert all(arn.endswith(":policy/service-role/AWSLambdaBasicExecutionRole") for arn in managed), managed
+    statements = {s["Sid"]: s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]}
+    assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs"}
+    send = statements["SendToTakenTypesQueues"]
+    assert as_list(send["Action"]) == ["sqs:SendMessage"]
+    queues = sorted({example_declaration.types[t].queue for t in taken})
+    assert as_list(send["Resource"]) == [{"Fn::GetAtt": [f"{logical_id(q)}Queue", "Arn"]} for q in queues]
+    roots = statements["RecordRootJobs"]
+    assert as_list(roots["Action"]) == ["dynamodb:UpdateItem"]
+    for job_type in example_declaration.types:
+        for kind, key in every_key_of(job_type).items():
+            assert may_touch(leading_keys(roots), key) == (kind is Kind.ROOT and job_type in taken), key
+    # IAM auth: only signed requests of principals allowed to invoke it
+    [url] = [r for r in translated["Resources"].values() if r["Type"] == "AWS::Lambda::Url"]
+    assert url["Properties"]["AuthType"] == "AWS_IAM"
+    assert not [r for r in translated["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"]
+
+
+def test_an_hmac_push_endpoint_may_read_its_one_secret(example_declaration: Declaration) -> None:
+    from dataclasses import replace
+
+    from jobkit.endpoint.options import EndpointOptions
+
+    options = EndpointOptions(("refreshLinks",), "hmac", "myapp/jobkit-push")
+    template = translate(build(replace(example_declaration, push_endpoint=options)), parameters={"Prefix": "jobkit"})
+    role = template["Resources"]["PushEndpointRole"]["Properties"]
+    statements = {s["Sid"]: s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]}
+    assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs", "ReadProducerKey"}
+    secret = statements["ReadProducerKey"]
+    assert as_list(secret["Action"]) == ["secretsmanager:GetSecretValue"]
+    assert secret["Resource"]["Fn::Sub"].endswith(":secret:myapp/jobkit-push-??????")
+    [url] = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Url"]
+    assert url["Properties"]["AuthType"] == "NONE"  # the endpoint checks the producer signature itself
+    # and the producer policy does not name a function nobody signs for
+    producer = template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert "InvokePushEndpoint" not in {s["Sid"] for s in producer}
 
 
 def test_a_schedule_may_only_send_to_its_own_types_queue_and_the_schedules_dlq(translated: dict[str, Any]) -> None:
@@ -256,7 +301,14 @@ def test_the_producer_policy_lets_apps_push_and_record_roots_only(
         assert policy["Properties"]["ManagedPolicyName"] == {"Fn::Sub": "${Prefix}-producer"}
         assert template["Outputs"]["ProducerPolicyArn"]["Value"] == {"Ref": "ProducerPolicy"}
         statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-        assert set(statements) == {"SendToJobQueues", "RecordRootJobs"}
+        endpoint = declaration.push_endpoint is not None and declaration.push_endpoint.auth == "iam"
+        assert set(statements) == {"SendToJobQueues", "RecordRootJobs"} | (
+            {"InvokePushEndpoint"} if endpoint else set()
+        )
+        if endpoint:  # the push endpoint's function, and nothing else of Lambda
+            invoke = statements["InvokePushEndpoint"]
+            assert invoke["Action"] == ["lambda:InvokeFunctionUrl", "lambda:InvokeFunction"]
+            assert invoke["Resource"] == {"Fn::GetAtt": ["PushEndpoint", "Arn"]}
         # every job queue, and no DLQ
         send = statements["SendToJobQueues"]
         assert sorted(as_list(send["Action"])) == ["sqs:GetQueueUrl", "sqs:SendMessage"]
