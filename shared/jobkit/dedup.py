@@ -215,7 +215,8 @@ class DedupStore:
 
     def _advance_root(self, job_type: str, domain: str | None, signature: str, timestamp: float) -> float:
         newest = self.backend.advance_root(job_type, domain, signature, timestamp, self._expiry(ROOT_RECORD_TTL_S))
-        self._remember_root((job_type, domain, signature), newest)
+        if newest <= self._clock.now() + MAX_CLOCK_SKEW_S:  # see _superseded: never cache a record from the future
+            self._remember_root((job_type, domain, signature), newest)
         return newest
 
     def _cached_root_verdict(self, spec: JobSpecification) -> Verdict | None:
@@ -353,7 +354,19 @@ class DedupStore:
     def _superseded(self, spec: JobSpecification) -> bool:
         timestamp, signature = spec.root_job_timestamp, spec.root_job_signature
         assert timestamp is not None and signature is not None
-        return timestamp < self._advance_root(spec.type, spec.domain, signature, timestamp)
+        newest = self._advance_root(spec.type, spec.domain, signature, timestamp)
+        if newest > self._clock.now() + MAX_CLOCK_SKEW_S:
+            # A record no clock could have made (a producer that wrote milliseconds):
+            # it would supersede every real root for 28 days. Run the job instead.
+            log.warning(
+                "root record of %s %s is %.0f s ahead of this clock: ignored, the job runs",
+                spec.type,
+                signature,
+                newest - self._clock.now(),
+                extra={"job_id": spec.id, "job_type": spec.type, "domain": spec.domain},
+            )
+            return False
+        return timestamp < newest
 
     def _give_back(self, admission: Admission) -> None:
         """Release the claims of a job that will not run after all (best effort:

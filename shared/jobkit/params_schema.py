@@ -17,7 +17,10 @@ compiled into a validator when the declaration is loaded (fastjsonschema,
 imported only then, so a runner whose types declare none imports nothing), and
 it may refer only within itself (``$ref`` starting with ``#``), so checking
 params never reaches the network. A validator never changes the params (no
-``default`` is filled in).
+``default`` is filled in). ``format`` is an annotation, not checked (JSON
+Schema leaves its check optional, and some of fastjsonschema's format checks
+take time that grows with the square of a hostile string's length): check a
+shape with ``pattern``.
 """
 
 from __future__ import annotations
@@ -80,14 +83,18 @@ class ParamsSchema:
         return f"ParamsSchema({canonical(self.document)})"
 
     def mismatch(self, params: Mapping[str, Any]) -> str | None:
-        """The first way ``params`` (less the bookkeeping params) fail the schema, or ``None``."""
+        """The first way ``params`` (less the bookkeeping params) fail the schema, or
+        ``None``. Params the check cannot get through (a 400-digit number against a
+        ``multipleOf``, nesting deeper than the interpreter's stack) fail it too."""
         from fastjsonschema import JsonSchemaValueException
 
         checked = {k: v for k, v in params.items() if k not in BOOKKEEPING_PARAMS}
         try:
             self.validator()(checked, name_prefix="params")
         except JsonSchemaValueException as exc:
-            return str(exc.message)
+            return _shortened(str(exc.message))
+        except Exception as exc:  # OverflowError, RecursionError, ...: not params the job can take
+            return _shortened(f"params cannot be checked against the schema ({type(exc).__name__}: {exc})")
         return None
 
     def check(self, job_type: str, job_id: str, params: Mapping[str, Any]) -> None:
@@ -102,10 +109,20 @@ class ParamsSchema:
             import fastjsonschema
 
             try:
-                self._validator = fastjsonschema.compile(self.document, handlers={}, use_default=False)
+                self._validator = fastjsonschema.compile(
+                    self.document, handlers={}, use_default=False, use_formats=False
+                )
             except Exception as exc:  # whatever a schema makes the compiler raise (re.error, say)
                 raise ValueError(f"is not a valid JSON Schema: {exc}") from exc
         return self._validator
+
+
+#: How much of a mismatch's text is kept: it may name param keys, which a producer chose.
+MAX_MISMATCH_CHARS = 500
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= MAX_MISMATCH_CHARS else text[: MAX_MISMATCH_CHARS - 1] + "…"
 
 
 def canonical(document: Any) -> str:
@@ -148,11 +165,23 @@ def parse_params_schema(source: str, key: str, raw: Any, base_dir: Path | None) 
     outside = _outside_refs(document)
     if outside:
         raise ConfigError(source, key, f"may refer only within itself ($ref '#...'), got $ref {outside[0]!r}")
+    required = document.get("required")
+    named = [p for p in required if p in BOOKKEEPING_PARAMS] if isinstance(required, list) else []
+    if named:
+        raise ConfigError(
+            source, key, f"may not require {named[0]!r}: the bookkeeping params are left out of the check"
+        )
     schema = ParamsSchema(json.loads(json.dumps(document, ensure_ascii=False)))  # plain JSON, as declared
     try:
-        schema.validator()
+        validator = schema.validator()
     except ValueError as exc:
         raise ConfigError(source, key, str(exc)) from None
+    try:
+        validator({}, name_prefix="params")
+    except RecursionError:
+        raise ConfigError(source, key, "refers to itself ($ref) without ever checking a value") from None
+    except Exception:  # {} may well fail the schema: that is no problem of the schema
+        pass
     return schema
 
 

@@ -290,3 +290,24 @@ def test_a_root_sent_without_being_recorded_supersedes_older_leaves_ahead_of_it_
     assert sorted(superseded) == sorted(s.id for s in old)
     # because the root ran first in its batch
     assert stack.results.results[0].job_id == root.id
+
+
+def test_a_root_record_from_the_future_supersedes_nothing(stack: LocalStack) -> None:
+    # A producer that records its root in milliseconds, following the documented request
+    key = "htmlCacheUpdate:templatelinks:Template:Infobox"
+    params = new_root_job_params(key, stack.clock.now())
+    stack.dynamodb.update_item(
+        TableName=stack.declaration.table_name,
+        Key={"pk": {"S": f"leaf#root#{params['rootJobSignature']}"}, "sk": {"S": "-"}},
+        UpdateExpression="SET root_ts = :ts",
+        ExpressionAttributeValues={":ts": {"N": str(int(stack.clock.now() * 1000))}},
+    )
+    leaf = JobSpecification("leaf", {"n": 1, **{k: v for k, v in params.items() if k != "rootJobIsSelf"}})
+    stack.queue_group().push(leaf)
+    stack.drain()
+    # the leaf runs: a record no clock could have made would supersede every root for 28 days
+    assert executions("leaf") == [leaf.id]
+    again = JobSpecification("leaf", {"n": 2, **{k: v for k, v in params.items() if k != "rootJobIsSelf"}})
+    stack.queue_group().push(again)
+    stack.drain()
+    assert executions("leaf") == [leaf.id, again.id]  # nor from the container's cache

@@ -7,6 +7,7 @@ Lambda handler built from the environment the template gives the function.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import urllib.error
 import urllib.request
@@ -217,3 +218,55 @@ def test_the_lambda_function_works_from_the_environment_the_template_gives_it(
         # a type the endpoint does not take is refused, though the stack declares it
         event["body"] = json.dumps({"jobs": [{"type": "enotifNotify", "params": {}}]})
         assert json.loads(handle_event(endpoint, event)["body"])["refused"] == 1
+
+
+def test_a_signature_must_cover_the_body_as_sent(served: LocalStack) -> None:
+    url = f"{served.endpoint_url}{PATH}"
+    signed_body, sent_body = jobs({"type": "noop", "params": {}}), jobs({"type": "noop", "params": {"evil": 1}})
+    headers = signed(url, signed_body)
+    # a hash of the signed body claimed in an unsigned header does not make another body pass
+    forged = {**headers, "x-amz-content-sha256": hashlib.sha256(signed_body).hexdigest()}
+    assert post(url, sent_body, forged)[0] == 403
+    # nor does an unsigned payload
+    request = AWSRequest(method="POST", url=url, data=sent_body, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    SigV4Auth(Credentials("testing", "testing"), "lambda", "us-east-1").add_auth(request)
+    assert post(url, sent_body, dict(request.headers.items()))[0] == 403
+    # the path with a trailing slash is the endpoint too, signed as sent
+    assert post(f"{url}/", signed_body, signed(f"{url}/", signed_body))[0] == 200
+
+
+def test_a_producer_may_not_send_the_runners_fields(stack: LocalStack) -> None:
+    response = stack.push_endpoint.handle("POST", {}, jobs({"type": "noop", "params": {}, "priorAttempts": 3}))
+    [answer] = response.body["jobs"]
+    assert (answer["status"], answer["error"]) == (
+        "refused",
+        "priorAttempts is the runner's to keep, not a producer's to send: leave it out",
+    )
+
+
+def test_an_hmac_endpoint_reads_its_key_from_its_secret_and_takes_no_request_with_an_unusable_one(
+    example_declaration: Declaration,
+) -> None:
+    options = EndpointOptions(("refreshLinks",), "hmac", "myapp/jobkit-push")
+    declaration = replace(example_declaration, push_endpoint=options)
+    variables = build(declaration)["Resources"]["PushEndpoint"]["Properties"]["Environment"]["Variables"]
+    with LocalStack(declaration) as local:
+        secrets = local.client("secretsmanager")
+        secrets.create_secret(Name="myapp/jobkit-push", SecretString="too-short")
+        environ = {
+            "JOBKIT_DECLARATION": variables["JOBKIT_DECLARATION"],
+            "JOBKIT_PREFIX": "jobkit",
+            "JOBKIT_ENDPOINT_HMAC_SECRET": variables["JOBKIT_ENDPOINT_HMAC_SECRET"],
+        }
+        endpoint = endpoint_from_environment(environ)
+        body = jobs({"type": "refreshLinks", "params": {"title": "Paris"}})
+        now = local.clock.now()
+        # a key anyone could guess (an empty or short secret) signs nothing
+        response = endpoint.handle("POST", {"x-jobkit-signature": sign(b"too-short", body, now)}, body)
+        assert response.status == 503
+        assert response.body["error"].endswith("the producers' key is 9 bytes; it must be at least 16")
+        # once the secret holds a real key, it is read again and requests signed with it are taken
+        key = "k" * 32
+        secrets.put_secret_value(SecretId="myapp/jobkit-push", SecretString=key)
+        assert endpoint.handle("POST", {"x-jobkit-signature": sign(b"x" * 32, body, now)}, body).status == 401
+        assert endpoint.handle("POST", {"x-jobkit-signature": sign(key.encode(), body, now)}, body).status == 200

@@ -115,3 +115,28 @@ def test_a_schema_is_a_types_own_not_a_default() -> None:
     raw = {"defaults": {"params_schema": SCHEMA}, "types": {"typed": {"class": "jobs:TypedJob"}}}
     with pytest.raises(ConfigError, match=r"defaults\.params_schema: unknown key"):
         parse_declaration(raw, source="jobs.toml")
+
+
+def test_a_schema_that_loops_on_itself_or_requires_a_bookkeeping_param_is_refused() -> None:
+    assert refusal({"$ref": "#"}) == "refers to itself ($ref) without ever checking a value"
+    assert refusal({"required": ["title", "rootJobTimestamp"]}) == (
+        "may not require 'rootJobTimestamp': the bookkeeping params are left out of the check"
+    )
+    # a schema that recurses only into nested values is fine
+    declare({"type": "object", "properties": {"child": {"$ref": "#"}}}).check_params("j1", {"child": {"child": {}}})
+
+
+def test_params_the_check_cannot_get_through_fail_it_with_a_reason() -> None:
+    typed = declare({"properties": {"ratio": {"type": "number", "multipleOf": 0.1}}})
+    problem = typed.params_schema.mismatch({"ratio": 10**400})  # valid JSON, too big for a float
+    assert problem == "params cannot be checked against the schema (OverflowError: int too large to convert to float)"
+    with pytest.raises(InvalidParams):
+        typed.check_params("j1", {"ratio": 10**400})
+
+
+def test_format_is_an_annotation_and_a_mismatch_text_is_bounded() -> None:
+    emails = declare({"properties": {"to": {"type": "string", "format": "email"}}})
+    emails.check_params("j1", {"to": "a" + "." * 200_000})  # not checked: no quadratic regex on hostile text
+    strict = declare({"type": "object", "additionalProperties": False})
+    problem = strict.params_schema.mismatch({"k" * 10_000: 1})
+    assert problem is not None and len(problem) == 500 and problem.endswith("…")

@@ -41,10 +41,17 @@ class SecretKey:
         self._lock = threading.Lock()
 
     def __call__(self) -> bytes:
+        from jobkit.endpoint.signature import KeyUnusable, usable_key
+
         with self._lock:
             if self._key is None or time.monotonic() - self._read_at > KEY_TTL_S:
-                value = self._client.get_secret_value(SecretId=self._secret_id)["SecretString"]
-                self._key, self._read_at = value.encode("utf-8"), time.monotonic()
+                try:
+                    value = self._client.get_secret_value(SecretId=self._secret_id).get("SecretString")
+                except Exception as exc:  # botocore's errors: no access, no such secret, throttled
+                    raise KeyUnusable(f"cannot read the secret {self._secret_id}: {exc}") from None
+                if not isinstance(value, str):
+                    raise KeyUnusable(f"the secret {self._secret_id} has no SecretString (a binary secret?)")
+                self._key, self._read_at = usable_key(value.encode("utf-8")), time.monotonic()
             return self._key
 
 

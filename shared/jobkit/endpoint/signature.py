@@ -20,11 +20,24 @@ import re
 
 HEADER = "x-jobkit-signature"
 MAX_AGE_S = 300
+#: A shorter key (an empty secret, say) would let anyone sign: the endpoint takes no request then.
+MIN_KEY_BYTES = 16
 _FORMAT = re.compile(r"^t=(\d{1,12}),v1=([0-9a-f]{64})$")
 
 
 class SignatureRefused(Exception):
     """The request's producer signature is missing, malformed, stale or wrong."""
+
+
+class KeyUnusable(Exception):
+    """The endpoint's own key cannot be used: no request is taken until it is fixed."""
+
+
+def usable_key(key: bytes) -> bytes:
+    """``key``, if it is long enough to sign with (:data:`MIN_KEY_BYTES`)."""
+    if len(key) < MIN_KEY_BYTES:
+        raise KeyUnusable(f"the producers' key is {len(key)} bytes; it must be at least {MIN_KEY_BYTES}")
+    return key
 
 
 def sign(key: bytes, body: bytes, now: float) -> str:

@@ -65,7 +65,10 @@ def verify_sigv4(method: str, path: str, query: str, headers: Mapping[str, str],
     if "host" not in names or any(name not in headers for name in names):
         raise SigV4Refused("the signed headers must include host, and every one must be sent")
     canonical_headers = "".join(f"{n}:{' '.join(headers[n].split())}\n" for n in names)
-    payload = headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()
+    payload = hashlib.sha256(body).hexdigest()  # the body as sent, never a hash the request claims
+    claimed = headers.get("x-amz-content-sha256")
+    if claimed is not None and claimed != payload:
+        raise SigV4Refused("X-Amz-Content-SHA256 is not the SHA-256 of the body (an unsigned payload is refused)")
     canonical_query = "&".join(
         f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(parse_qsl(query, keep_blank_values=True))
     )
@@ -89,7 +92,7 @@ class PushRoute:
         self._iam = iam
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") != PATH:
+        if str(environ.get("PATH_INFO", "")).rstrip("/") != PATH:
             return self._app(environ, start_response)
         response = self._answer(environ)
         body = response.text().encode("utf-8")
