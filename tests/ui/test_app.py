@@ -251,15 +251,34 @@ def test_delete_and_purge_ask_first_then_report_what_they_removed(actions: Ui, s
     stack.queue_group().push(specs)
     stack.drain()
     stack.clock.advance(1)
-    asked = actions.post("/types/buggy/delete", form(ids=specs[0].id))
+    # the page's forms name the rows by message ID
+    [first] = [m["MessageId"] for m in stack.dead_letters("buggy") if specs[0].id in m["Body"]]
+    stack.clock.advance(1)
+    asked = actions.post("/types/buggy/delete", form(ids=first))
     assert "Permanently delete dead letter" in asked.text and stack.queue_depth("buggy", dlq=True) == 3
-    deleted = actions.post("/types/buggy/delete", form(ids=specs[0].id, confirm="yes"))
+    deleted = actions.post("/types/buggy/delete", form(ids=first, confirm="yes"))
     assert 'class="removed-count">1<' in deleted.text and stack.queue_depth("buggy", dlq=True) == 2
     asked = actions.post("/types/buggy/purge", form())
     assert "Permanently delete every message in test-buggy-dlq" in asked.text
     assert stack.queue_depth("buggy", dlq=True) == 2
     purged = actions.post("/types/buggy/purge", form(confirm="yes"))
     assert 'class="removed-count">2<' in purged.text and stack.queue_depth("buggy", dlq=True) == 0
+
+
+def test_an_action_on_the_rows_shown_never_takes_a_job_a_sender_named_after_one_of_them(
+    actions: Ui, dead_job: JobSpecification, stack: LocalStack
+) -> None:
+    [shown] = stack.dead_letters("buggy")
+    # A sender puts a job into the DLQ whose job ID is the shown dead letter's message ID
+    twin = JobSpecification("buggy", {"page": "elsewhere"}, id=shown["MessageId"]).stamped(stack.clock.now())
+    stack.sqs.send_message(QueueUrl=stack.queue_urls["test-buggy-dlq"], MessageBody=twin.to_message())
+    stack.clock.advance(1)
+    # a filtered redrive of the one row moves that row
+    asked = actions.post("/types/buggy/redrive", form(mode="filtered", ids=shown["MessageId"]))
+    assert "Send 1 dead letter" in asked.text, asked.text
+    # and deleting the row deletes it alone
+    deleted = actions.post("/types/buggy/delete", form(ids=shown["MessageId"], confirm="yes"))
+    assert 'class="removed-count">1<' in deleted.text and stack.queue_depth("buggy", dlq=True) == 1
 
 
 # -- who may open the pages ----------------------------------------------------------------------
@@ -281,6 +300,11 @@ def test_with_a_token_every_request_needs_it(stack: LocalStack) -> None:
     assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=strict" in cookie
     assert TOKEN not in cookie  # a digest, not the token
     assert client.get("/").status_code == 200  # the client kept the cookie
+    # the redirect stays on this site, whatever the path decodes to
+    for path in ("/%2F%2Fevil.example", "/%09/evil.example", "/%5C%5Cevil.example"):
+        away = client.get(path, params={"token": TOKEN}, follow_redirects=False)
+        assert away.status_code == 303 and away.headers["location"].startswith("/"), away.headers["location"]
+        assert not away.headers["location"].startswith(("//", "/\\")), away.headers["location"]
     client.cookies.clear()
     client.cookies.set(COOKIE, "forged")
     assert client.get("/").status_code == 401

@@ -173,17 +173,21 @@ class DeadLetter:
         """The type of this DLQ's queue it belongs to, if its body names one."""
         return self.job_type if self.job_type in scope.queue_types else None
 
-    def selected(self, scope: Scope, ids: Iterable[str] = ()) -> bool:
+    def selected(self, scope: Scope, ids: Iterable[str] = (), *, message_ids_only: bool = False) -> bool:
         """Whether it is in ``scope`` and has one of ``ids`` (job or message IDs;
         none: all). A message that belongs to no type is in a queue's whole
-        scope only, unless its message ID is asked for."""
+        scope only, unless its message ID is asked for. With ``message_ids_only``,
+        ``ids`` are message IDs alone: a job ID is its sender's choice, and a
+        sender could give a job the message ID of a dead letter an operator
+        picked, to have it taken along."""
         wanted = set(ids)
         owner = self.owner(scope)
         if owner is None and self.message_id in wanted:
             return True
         if not scope.includes(owner):
             return False
-        return not wanted or self.job_id in wanted or self.message_id in wanted
+        by_job = self.job_id in wanted and not message_ids_only
+        return not wanted or by_job or self.message_id in wanted
 
     def error_matches(self, error_contains: str | None) -> bool:
         """Whether its verified last error contains the text (any case); ``None`` matches all."""
@@ -338,6 +342,7 @@ def list_dead_letters(
     limit: int | None = 100,
     ids: Iterable[str] = (),
     record_limit: int = LIST_RECORD_LIMIT,
+    message_ids_only: bool = False,
 ) -> DeadLetterListing:
     """The dead letters of a scope, without consuming them (see :class:`QueueScan`),
     each with why it died (:func:`judged`: one jobs-table query per job).
@@ -348,6 +353,7 @@ def list_dead_letters(
         limit: stop after this many messages of the scope (``None``: all).
         ids: keep only these job or message IDs.
         record_limit: records to read per job (``show`` reads them all).
+        message_ids_only: ``ids`` are message IDs alone (see :meth:`DeadLetter.selected`).
     """
     now = time.time() if now is None else now
     wanted = list(ids)
@@ -358,7 +364,7 @@ def list_dead_letters(
         for batch in scan.batches():
             for message in batch:
                 dead = dead_letter(message)
-                if dead.selected(scope, wanted):
+                if dead.selected(scope, wanted, message_ids_only=message_ids_only):
                     items.append(judged(dead, scope, records, now=now, limit=record_limit))
             if limit is not None and len(items) >= limit:
                 break

@@ -68,14 +68,22 @@ def purge(sqs: SQSClient, directory: QueueDirectory, scope: Scope) -> RemovalRep
     return RemovalReport("purge_queue", scope, sum(int(v) for v in attributes.values()))
 
 
-def delete(sqs: SQSClient, directory: QueueDirectory, scope: Scope, ids: Sequence[str] = ()) -> RemovalReport:
-    """Delete a scope's dead letters: those with the given job or message IDs, or all
-    (see :meth:`DeadLetter.selected`). Reads any body; never asks why a message died."""
+def delete(
+    sqs: SQSClient,
+    directory: QueueDirectory,
+    scope: Scope,
+    ids: Sequence[str] = (),
+    *,
+    message_ids_only: bool = False,
+) -> RemovalReport:
+    """Delete a scope's dead letters: those with the given job or message IDs (with
+    ``message_ids_only``, message IDs alone), or all (see :meth:`DeadLetter.selected`).
+    Reads any body; never asks why a message died."""
     _, dlq_url = scope.urls(directory)
     removed: list[DeadLetter] = []
     with QueueScan(sqs, dlq_url) as scan:
         for batch in scan.batches():
-            doomed = [d for d in map(dead_letter, batch) if d.selected(scope, ids)]
+            doomed = [d for d in map(dead_letter, batch) if d.selected(scope, ids, message_ids_only=message_ids_only)]
             for chunk in delete_in_chunks(sqs, dlq_url, doomed, lambda d: d.receipt_handle):
                 scan.forget(d.message_id for d in chunk.done)
                 removed.extend(chunk.done)

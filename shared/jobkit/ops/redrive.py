@@ -110,6 +110,7 @@ def redrive(
     dry_run: bool = False,
     on_progress: Progress | None = None,
     now: float | None = None,
+    message_ids_only: bool = False,
 ) -> RedriveReport:
     """Send a scope's dead letters back to its queue.
 
@@ -121,10 +122,13 @@ def redrive(
         dry_run: change nothing; report what would be moved.
         on_progress: called with the running count of moved messages.
         now: the time for the tool's own checks of a job (default: the system clock).
+        message_ids_only: ``ids`` are message IDs alone (see :meth:`DeadLetter.selected`).
     """
     now = time.time() if now is None else now
     if dry_run:
-        listing = list_dead_letters(sqs, directory, scope, records=records, now=now, limit=None, ids=ids)
+        listing = list_dead_letters(
+            sqs, directory, scope, records=records, now=now, limit=None, ids=ids, message_ids_only=message_ids_only
+        )
         matched = [d for d in listing.items if d.error_matches(error_contains)]
         return RedriveReport("dry_run", scope, matched=matched)
     from botocore.exceptions import BotoCoreError, ClientError
@@ -138,7 +142,8 @@ def redrive(
         except (ClientError, BotoCoreError) as exc:  # no permission, an emulator's 500, a task running
             native_unavailable = f"StartMessageMoveTask failed: {exc}"
         log.info("%s; copying messages instead", native_unavailable)
-    report = _copy(sqs, directory, scope, _Filter(records, ids, error_contains, now), on_progress)
+    choose = _Filter(records, ids, error_contains, now, message_ids_only)
+    report = _copy(sqs, directory, scope, choose, on_progress)
     report.native_unavailable = native_unavailable
     return report
 
@@ -166,12 +171,13 @@ class _Filter:
     ids: Sequence[str]
     error_contains: str | None
     now: float
+    message_ids_only: bool = False
 
     def chosen(self, scope: Scope, batch: Iterable[Mapping[str, Any]]) -> list[DeadLetter]:
         chosen = []
         for message in batch:
             dead = dead_letter(message)
-            if not dead.selected(scope, self.ids):
+            if not dead.selected(scope, self.ids, message_ids_only=self.message_ids_only):
                 continue
             if self.error_contains is not None:  # only then is the verified error needed
                 dead = judged(dead, scope, self.records, now=self.now)

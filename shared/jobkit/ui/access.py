@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -115,7 +115,10 @@ class TokenGate:
         """Redirect to the page without the token in its address, with the session cookie."""
         url = request.url
         kept = [(k, v) for k, v in request.query_params.multi_items() if k != TOKEN_PARAMETER]
-        target = url.path + (f"?{urlencode(kept)}" if kept else "")
+        # one leading slash, whatever the path decoded to ("//evil.example", "/\t/evil.example"):
+        # a redirect to another site would otherwise be one click away
+        path = "/" + url.path.lstrip("/\\\t\r\n ")
+        target = quote(path, safe="/-_.~") + (f"?{urlencode(kept)}" if kept else "")
         response = RedirectResponse(target, status_code=303)
         assert self.session is not None
         response.set_cookie(

@@ -140,6 +140,7 @@ class Actions:
             error_contains=selection.error if selection.mode == FILTERED else None,
             dry_run=not confirmed,
             now=config.now(),
+            message_ids_only=True,  # the rows shown, never a job a sender named after one of them
         )
         return {"selection": selection, "report": report, "nothing": not confirmed and not report.matched}
 
@@ -147,7 +148,10 @@ class Actions:
         ids = [i for i in form.get("ids", []) if i.strip()]
         if not ids:
             return {"ids": ids, "report": None, "nothing": True}
-        report = delete(self.config.sqs, self.config.directory, scope, ids=ids) if confirmed else None
+        if not confirmed:
+            return {"ids": ids, "report": None, "nothing": False}
+        # the messages shown, never a job a sender named after one of them
+        report = delete(self.config.sqs, self.config.directory, scope, ids=ids, message_ids_only=True)
         return {"ids": ids, "report": report, "nothing": False}
 
     def _purge(self, scope: Scope, form: dict[str, list[str]], confirmed: bool) -> dict[str, Any]:
