@@ -316,3 +316,18 @@ def test_without_a_token_only_loopback_host_names_are_served(stack: LocalStack) 
         assert ui.client.get("/", headers={"host": host}).status_code == 200
     for host in ("evil.example:8765", "evil.example", "10.0.0.5:8765"):  # DNS rebinding, or a LAN address
         assert ui.client.get("/", headers={"host": host}).status_code == 421
+
+
+def test_on_a_shared_queue_a_dead_letter_that_is_no_job_shows_on_its_types_pages(
+    actions: Ui, stack: LocalStack
+) -> None:
+    stack.sqs.send_message(QueueUrl=stack.queue_urls["test-lowTraffic-dlq"], MessageBody="garbage, not a job")
+    stack.clock.advance(1)
+    [message] = stack.dead_letters("lowTraffic")
+    stack.clock.advance(1)
+    for name in ("rare", "rarer"):  # the two types of the shared queue
+        page = actions.get(f"/types/{name}").text
+        assert f"not a job: message {message['MessageId']}" in page
+    # and it can be deleted from there, by its message ID
+    deleted = actions.post("/types/rare/delete", form(ids=message["MessageId"], confirm="yes"))
+    assert 'class="removed-count">1<' in deleted.text and stack.queue_depth("lowTraffic", dlq=True) == 0

@@ -11,7 +11,7 @@ them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -95,14 +95,21 @@ class Pages:
         reason = request.query_params.get("reason") or None
         error = request.query_params.get("error") or None
         scope = resolve_scope(config.declaration, name)
+        # On a shared queue, the DLQ's messages that are no job of any type (a body
+        # that does not parse) are listed with each of its types: they can only have
+        # come from this queue, and would otherwise be on no page.
+        listed = resolve_scope(config.declaration, job_type.queue) if scope.shared else scope
         listing = list_dead_letters(
             config.sqs,
             config.directory,
-            scope,
+            listed,
             records=config.records,
             now=now,
             limit=self.settings.dead_letter_limit,
         )
+        if scope.shared:
+            kept = [d for d in listing.items if d.owner(scope) is None or scope.includes(d.owner(scope))]
+            listing = replace(listing, scope=scope, items=kept)
         shown = [d for d in listing.items if (reason is None or d.reason == reason) and d.error_matches(error)]
         failures = sorted(
             (Failure(dead, record) for dead in listing.items for record in dead.failures),
