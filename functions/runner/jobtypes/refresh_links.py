@@ -9,6 +9,7 @@ identical one started after it was enqueued and succeeded. ``causeAction`` and
 from __future__ import annotations
 
 import hashlib
+from typing import NotRequired, TypedDict
 
 from jobkit import Job
 
@@ -18,6 +19,13 @@ class ParserError(Exception):
 
 
 class RefreshLinksJob(Job):
+    class Params(TypedDict):
+        """What the job reads (``jobkit schema refreshLinks --from-class`` prints it as JSON Schema)."""
+
+        title: str
+        causeAction: NotRequired[str]
+        causeAgent: NotRequired[str]
+
     def run(self) -> bool:
         title = self.params["title"]
         if title.startswith("Module:Broken"):

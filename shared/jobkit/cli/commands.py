@@ -144,8 +144,13 @@ def template(config_path: Path | None, output: Path | None, extra: Path | None, 
 
 @main.command()
 @config_option
+@click.option(
+    "--from-class",
+    is_flag=True,
+    help="Print the schema derived from the job class's Params TypedDict instead, to save as its params_schema.",
+)
 @click.argument("job_type", metavar="TYPE")
-def schema(config_path: Path | None, job_type: str) -> None:
+def schema(config_path: Path | None, from_class: bool, job_type: str) -> None:
     """Print TYPE's params schema (JSON Schema), for producers to check params before sending.
 
     A type without a declared params_schema takes any JSON object: that is what
@@ -156,7 +161,11 @@ def schema(config_path: Path | None, job_type: str) -> None:
     from jobkit.params_schema import DEFAULT_DRAFT
 
     try:
-        declared = load_declaration(config_path).job_type(job_type)
+        declaration = load_declaration(config_path)
+        declared = declaration.job_type(job_type)
+        if from_class:
+            click.echo(json.dumps(_derived_schema(declaration, job_type), indent=2, ensure_ascii=False))
+            return
     except JobKitError as exc:
         raise click.ClickException(str(exc)) from exc
     if declared.params_schema is None:
@@ -165,6 +174,20 @@ def schema(config_path: Path | None, job_type: str) -> None:
     else:
         document = declared.params_schema.document
     click.echo(json.dumps({"$schema": DEFAULT_DRAFT, **document}, indent=2, ensure_ascii=False))
+
+
+def _derived_schema(declaration: Declaration, job_type: str) -> dict[str, object]:
+    """The schema of the type's class's ``Params``, imported from where its runner imports it."""
+    from jobkit.params_types import schema_of_class
+    from jobkit.registry import JobRegistry
+    from jobkit.sam.runner import code_root
+
+    root = str(code_root(declaration).resolve())
+    sys.path.insert(0, root)
+    try:
+        return schema_of_class(JobRegistry(declaration).resolve(job_type))
+    finally:
+        sys.path.remove(root)
 
 
 def _generated_files(declaration: Declaration, output: Path, extra: Path) -> dict[Path, str]:
