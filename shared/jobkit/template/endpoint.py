@@ -19,10 +19,10 @@ from jobkit.records.keys import root_records_pattern
 from jobkit.resources import ARCHITECTURE, PREFIX_PARAMETER, RUNTIME
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import table_statement
-from jobkit.template.naming import NAMES, QueueIds
+from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 from jobkit.template.resources import MAX_ENVIRONMENT_BYTES
 
-FUNCTION = "PushEndpoint"
+FUNCTION = PUSH_ENDPOINT
 LOG_GROUP = "PushEndpointLogGroup"
 INLINE_CODE = "from jobkit.endpoint.lambda_handler import handler  # the jobkit layer's HTTP push endpoint\n"
 
@@ -113,22 +113,6 @@ def endpoint_outputs(declaration: Declaration) -> dict[str, Any]:
             "Value": {"Fn::GetAtt": [f"{FUNCTION}Url", "FunctionUrl"]},
         }
     }
-
-
-def producer_statement(declaration: Declaration) -> list[dict[str, Any]]:
-    """What the producer policy adds for an IAM endpoint: invoking it through its URL
-    (AWS asks for both actions on function URLs created since October 2025)."""
-    options = declaration.push_endpoint
-    if options is None or options.auth != "iam":
-        return []
-    return [
-        {
-            "Sid": "InvokePushEndpoint",
-            "Effect": "Allow",
-            "Action": ["lambda:InvokeFunctionUrl", "lambda:InvokeFunction"],
-            "Resource": {"Fn::GetAtt": [FUNCTION, "Arn"]},
-        }
-    ]
 
 
 def _secret_arn(secret: str) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from jobkit.config import Declaration, QueueConfig
 from jobkit.records.keys import leading_key_patterns, root_records_pattern
-from jobkit.template.naming import NAMES, QueueIds
+from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 
 #: What the runner does with the table: claims, failure and status records, reads of them.
 RUNNER_TABLE_ACTIONS = [f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query")]
@@ -38,8 +38,6 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
     """What an app that pushes needs: send to every job queue (not the DLQs), look
     their URLs up, record the root jobs it pushes, and call the push endpoint
     (with IAM auth), if there is one. An app's role attaches it."""
-    from jobkit.template.endpoint import producer_statement
-
     return {
         "Type": "AWS::IAM::ManagedPolicy",
         "Properties": {
@@ -62,6 +60,22 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
             },
         },
     }
+
+
+def producer_statement(declaration: Declaration) -> list[dict[str, Any]]:
+    """What the producer policy adds for an IAM endpoint: invoking it through its URL
+    (AWS asks for both actions on function URLs created since October 2025)."""
+    options = declaration.push_endpoint
+    if options is None or options.auth != "iam":
+        return []
+    return [
+        {
+            "Sid": "InvokePushEndpoint",
+            "Effect": "Allow",
+            "Action": ["lambda:InvokeFunctionUrl", "lambda:InvokeFunction"],
+            "Resource": {"Fn::GetAtt": [PUSH_ENDPOINT, "Arn"]},
+        }
+    ]
 
 
 def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:

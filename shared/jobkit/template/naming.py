@@ -12,6 +12,8 @@ __all__ = ["NAMES", "QueueIds", "logical_id"]
 
 #: The deployed resources' names, as the template writes them.
 NAMES = ResourceNames.sub()
+#: The logical ID of the HTTP push endpoint's function (its URL is ``PushEndpointUrl``).
+PUSH_ENDPOINT = "PushEndpoint"
 
 
 @dataclass(frozen=True, slots=True)
