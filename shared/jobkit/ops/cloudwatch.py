@@ -17,7 +17,7 @@ recent one down to the minute).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -71,9 +71,8 @@ def fetch_metrics(
     """
     result = MetricValues()
     try:
-        for offset in range(0, len(queries), MAX_QUERIES):
-            chunk = queries[offset : offset + MAX_QUERIES]
-            _fetch_chunk(cloudwatch, chunk, start, end, period_s, result)
+        for query, _, values in metric_series(cloudwatch, queries, start=start, end=end, period_s=period_s):
+            result.values.setdefault(query.key, []).extend(values)
     except Exception as exc:
         # Deliberately broad: besides AWS errors (no cloudwatch:GetMetricData
         # permission, throttling), emulators fail in their own ways (moto
@@ -85,37 +84,37 @@ def fetch_metrics(
     return result
 
 
-def _fetch_chunk(
-    cloudwatch: CloudWatchClient,
-    chunk: Sequence[MetricQuery],
-    start: float,
-    end: float,
-    period_s: int,
-    result: MetricValues,
-) -> None:
-    requests: list[MetricDataQueryTypeDef] = [
-        {
-            "Id": f"q{n}",
-            "MetricStat": {
-                "Metric": {
-                    "Namespace": q.namespace,
-                    "MetricName": q.metric,
-                    "Dimensions": [{"Name": name, "Value": value} for name, value in q.dimensions],
+def metric_series(
+    cloudwatch: CloudWatchClient, queries: Sequence[MetricQuery], *, start: float, end: float, period_s: int
+) -> Iterator[tuple[MetricQuery, list[datetime], list[float]]]:
+    """Each query's datapoints, newest first, with their timestamps (GetMetricData,
+    500 queries per request, paginated: a query may come more than once). Raises
+    what the client raises."""
+    for offset in range(0, len(queries), MAX_QUERIES):
+        chunk = queries[offset : offset + MAX_QUERIES]
+        requests: list[MetricDataQueryTypeDef] = [
+            {
+                "Id": f"q{n}",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": q.namespace,
+                        "MetricName": q.metric,
+                        "Dimensions": [{"Name": name, "Value": value} for name, value in q.dimensions],
+                    },
+                    "Period": period_s,
+                    "Stat": q.stat,
                 },
-                "Period": period_s,
-                "Stat": q.stat,
-            },
-            "ReturnData": True,
-        }
-        for n, q in enumerate(chunk)
-    ]
-    pages = cloudwatch.get_paginator("get_metric_data").paginate(
-        MetricDataQueries=requests,
-        StartTime=datetime.fromtimestamp(start, UTC),
-        EndTime=datetime.fromtimestamp(end, UTC),
-        ScanBy="TimestampDescending",
-    )
-    for response in pages:
-        for data in response.get("MetricDataResults", []):
-            key = chunk[int(data["Id"][1:])].key
-            result.values.setdefault(key, []).extend(float(v) for v in data.get("Values", []))
+                "ReturnData": True,
+            }
+            for n, q in enumerate(chunk)
+        ]
+        pages = cloudwatch.get_paginator("get_metric_data").paginate(
+            MetricDataQueries=requests,
+            StartTime=datetime.fromtimestamp(start, UTC),
+            EndTime=datetime.fromtimestamp(end, UTC),
+            ScanBy="TimestampDescending",
+        )
+        for response in pages:
+            for data in response.get("MetricDataResults", []):
+                values = [float(v) for v in data.get("Values", [])]
+                yield chunk[int(data["Id"][1:])], list(data.get("Timestamps", [])), values

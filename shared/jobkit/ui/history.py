@@ -5,9 +5,9 @@ sent to its queue (``AWS/SQS NumberOfMessagesSent``, per queue, as
 ``jobkit top``'s in/min) and jobs that ended (the EMF counts of
 :data:`jobkit.ops.top.FINAL_OUTCOME_METRICS`, as its out/min). The metrics
 are the ones :mod:`jobkit.ops.top` defines; this module only keeps their
-timestamps, which a sparkline needs and :func:`jobkit.ops.cloudwatch.fetch_metrics`
-(one figure per window) drops: a bucket without a datapoint is a gap, not zero
-moved to the end.
+timestamps (:func:`jobkit.ops.cloudwatch.metric_series`), which a sparkline
+needs and :func:`jobkit.ops.cloudwatch.fetch_metrics` (one figure per window)
+drops: a bucket without a datapoint is a gap, not zero moved to the end.
 
 Fail-open, like every metrics read of the ops views: where CloudWatch cannot
 be read, there are no sparklines and ``error`` says why. Cost: one
@@ -21,17 +21,15 @@ import math
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from jobkit.config import Declaration
 from jobkit.metrics import DIMENSION
-from jobkit.ops.cloudwatch import MAX_QUERIES, MetricQuery
+from jobkit.ops.cloudwatch import MetricQuery, metric_series
 from jobkit.ops.top import FINAL_OUTCOME_METRICS
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
-    from mypy_boto3_cloudwatch.type_defs import MetricDataQueryTypeDef
 
 HOUR_S = 3600
 BUCKET_S = 300
@@ -68,56 +66,22 @@ def _queries(declaration: Declaration) -> list[MetricQuery]:
 
 def last_hour(cloudwatch: CloudWatchClient, declaration: Declaration, *, now: float) -> History:
     """The last hour per type. Never raises: a failure is ``error``."""
-    start = now - HOUR_S
     buckets: dict[Hashable, list[float | None]] = {}
-    queries = _queries(declaration)
     try:
-        for offset in range(0, len(queries), MAX_QUERIES):
-            _fetch(cloudwatch, queries[offset : offset + MAX_QUERIES], start, now, buckets)
+        for query, stamps, values in metric_series(
+            cloudwatch, _queries(declaration), start=now - HOUR_S, end=now, period_s=BUCKET_S
+        ):
+            series = buckets.setdefault(query.key, [None] * BUCKETS)
+            for stamp, value in zip(stamps, values, strict=False):
+                # a period is stamped with its start: the newest starts less than a bucket before the end
+                index = min(BUCKETS - 1, max(0, BUCKETS - math.ceil((now - stamp.timestamp()) / BUCKET_S)))
+                series[index] = (series[index] or 0.0) + value
     except Exception as exc:  # as fetch_metrics: a page without sparklines beats a broken one
         return History(now, error=f"{type(exc).__name__}: {exc}")
     empty: list[float | None] = [None] * BUCKETS
     ins = {name: list(buckets.get(("in", t.queue), empty)) for name, t in declaration.types.items()}
     outs = {name: list(buckets.get(("out", name), empty)) for name in declaration.types}
     return History(now, ins, outs)
-
-
-def _fetch(
-    cloudwatch: CloudWatchClient,
-    chunk: list[MetricQuery],
-    start: float,
-    end: float,
-    buckets: dict[Hashable, list[float | None]],
-) -> None:
-    requests: list[MetricDataQueryTypeDef] = [
-        {
-            "Id": f"q{n}",
-            "MetricStat": {
-                "Metric": {
-                    "Namespace": q.namespace,
-                    "MetricName": q.metric,
-                    "Dimensions": [{"Name": name, "Value": value} for name, value in q.dimensions],
-                },
-                "Period": BUCKET_S,
-                "Stat": q.stat,
-            },
-            "ReturnData": True,
-        }
-        for n, q in enumerate(chunk)
-    ]
-    pages = cloudwatch.get_paginator("get_metric_data").paginate(
-        MetricDataQueries=requests,
-        StartTime=datetime.fromtimestamp(start, UTC),
-        EndTime=datetime.fromtimestamp(end, UTC),
-    )
-    for response in pages:
-        for data in response.get("MetricDataResults", []):
-            key = chunk[int(data["Id"][1:])].key
-            series = buckets.setdefault(key, [None] * BUCKETS)
-            for stamp, value in zip(data.get("Timestamps", []), data.get("Values", []), strict=False):
-                # a period is stamped with its start: the newest starts less than a bucket before the end
-                index = min(BUCKETS - 1, max(0, BUCKETS - math.ceil((end - stamp.timestamp()) / BUCKET_S)))
-                series[index] = (series[index] or 0.0) + float(value)
 
 
 class HistoryCache:
