@@ -12,64 +12,23 @@ refuses the last two at once, with the same reasons.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from local_up import app_env, jobkit_json, local_up_process, printed
 from node import node_producer
 
-from conftest import ROOT
 from process_lines import Lines
 
 
 @pytest.fixture
 def local_up() -> Iterator[tuple[str, str, Lines]]:
-    env = {**os.environ, "JOBKIT_CONFIG": str(ROOT / "infra" / "jobs.toml")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jobkit.cli", "local", "up", "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        lines = Lines(process)
-        endpoint = lines.wait_for("AWS_ENDPOINT_URL=").strip().split("=", 1)[1]
-        push_url = lines.wait_for("JOBKIT_PUSH_URL=").strip().split("=", 1)[1]
+    with local_up_process() as (_, lines):
+        endpoint, push_url = printed(lines, "AWS_ENDPOINT_URL"), printed(lines, "JOBKIT_PUSH_URL")
         lines.wait_for("running jobs")
         yield endpoint, push_url, lines
-    finally:
-        process.kill()
-        process.wait()
-
-
-def producer_env(endpoint: str) -> dict[str, str]:
-    """What `jobkit local up` prints for an app: the endpoint, region and credentials."""
-    return {
-        **os.environ,
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }
-
-
-def jobkit_json(endpoint: str, *args: str) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "jobkit.cli", *args, "--json"],
-        env={**producer_env(endpoint), "JOBKIT_CONFIG": str(ROOT / "infra" / "jobs.toml")},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def outcome_of(lines: Lines, job_id: str) -> str:
@@ -87,7 +46,7 @@ def test_a_node_producer_pushes_and_every_job_ends_as_documented(local_up: tuple
     done = subprocess.run(
         ["node", "scenario.mjs", "--via", via],
         cwd=directory,
-        env={**producer_env(endpoint), "JOBKIT_PUSH_URL": push_url},
+        env={**app_env(endpoint), "JOBKIT_PUSH_URL": push_url},
         capture_output=True,
         text=True,
         timeout=120,

@@ -7,7 +7,6 @@ measures is in its CloudWatch for `jobkit top` and `jobkit queues`.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -17,9 +16,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from local_up import app_env, jobkit_json, local_up_process, printed
 
 from jobkit.config import Declaration
 from jobkit.errors import JobKitError
@@ -60,54 +59,15 @@ def assert_only_jobkit_lines(lines: list[str]) -> None:
     assert not [line for line in lines if REQUEST_LOG.search(line)]
 
 
-def app_env(endpoint: str) -> dict[str, str]:
-    """An app process that knows only the endpoint and the declaration."""
-    return {
-        **os.environ,
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "JOBKIT_CONFIG": str(ROOT / "infra" / "jobs.toml"),
-    }
-
-
-def jobkit_json(endpoint: str, *args: str) -> Any:
-    """Run a `jobkit` ops command in its own process against the endpoint."""
-    done = subprocess.run(
-        [sys.executable, "-m", "jobkit.cli", *args, "--json"],
-        env=app_env(endpoint),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 @pytest.fixture
 def local_up() -> Iterator[tuple[subprocess.Popen[str], Lines]]:
-    env = {**os.environ, "JOBKIT_CONFIG": str(ROOT / "infra" / "jobs.toml")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jobkit.cli", "local", "up", "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        yield process, Lines(process)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    with local_up_process() as running:
+        yield running
 
 
 def test_an_app_in_another_process_pushes_and_the_job_runs(local_up: tuple[subprocess.Popen[str], Lines]) -> None:
     process, lines = local_up
-    endpoint = lines.wait_for("AWS_ENDPOINT_URL=").strip().split("=", 1)[1]
+    endpoint = printed(lines, "AWS_ENDPOINT_URL")
     assert endpoint.startswith("http://127.0.0.1:")
     # Given an app process that knows only the endpoint and the declaration
     pushed = subprocess.run(
@@ -130,7 +90,7 @@ def test_an_app_in_another_process_pushes_and_the_job_runs(local_up: tuple[subpr
 
 def test_top_and_queues_show_what_the_local_stack_measured(local_up: tuple[subprocess.Popen[str], Lines]) -> None:
     process, lines = local_up
-    endpoint = lines.wait_for("AWS_ENDPOINT_URL=").strip().split("=", 1)[1]
+    endpoint = printed(lines, "AWS_ENDPOINT_URL")
     # Given 20 jobs pushed from an app process, and run
     pushed = subprocess.run(
         [sys.executable, "-c", PUSH_20], env=app_env(endpoint), capture_output=True, text=True, timeout=60
