@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
@@ -97,7 +98,7 @@ class PushRoute:
         response = self._answer(environ)
         body = response.text().encode("utf-8")
         headers = [*response.headers.items(), ("content-length", str(len(body)))]
-        start_response(f"{response.status} {_REASONS.get(response.status, 'OK')}", headers)
+        start_response(f"{response.status} {HTTPStatus(response.status).phrase}", headers)
         return [body]
 
     def _answer(self, environ: dict[str, Any]) -> Response:
@@ -118,7 +119,3 @@ class PushRoute:
             except SigV4Refused as exc:
                 return Response(403, {"error": f"Forbidden: {exc}"})
         return self._endpoint().handle(method, headers, body)
-
-
-_REASONS = {200: "OK", 207: "Multi-Status", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"}
-_REASONS |= {405: "Method Not Allowed", 413: "Content Too Large"}

@@ -20,7 +20,7 @@ from jobkit.resources import ARCHITECTURE, PREFIX_PARAMETER, RUNTIME
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import table_statement
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
-from jobkit.template.resources import MAX_ENVIRONMENT_BYTES
+from jobkit.template.resources import check_environment_size
 
 FUNCTION = PUSH_ENDPOINT
 LOG_GROUP = "PushEndpointLogGroup"
@@ -38,16 +38,15 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
     declaration_json = json.dumps(subset, separators=(",", ":"), sort_keys=True)
     urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in own.queues}
     urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)
-    size = len(declaration_json.encode()) + len(urls_json.encode()) + 300
-    if size > MAX_ENVIRONMENT_BYTES:
-        from jobkit.errors import ConfigError
-
-        raise ConfigError(
-            declaration.source,
-            "push_endpoint.types",
-            f"the push endpoint would need {size} bytes of environment, over Lambda's {MAX_ENVIRONMENT_BYTES}:"
-            " take fewer types, or shorten their params_schema",
-        )
+    check_environment_size(
+        declaration,
+        "push_endpoint.types",
+        "the push endpoint",
+        "take fewer types, or shorten their params_schema",
+        declaration_json,
+        urls_json,
+        options.hmac_secret or "",
+    )
     variables: dict[str, Any] = {
         "JOBKIT_DECLARATION": declaration_json,
         "JOBKIT_PREFIX": {"Ref": PREFIX_PARAMETER},

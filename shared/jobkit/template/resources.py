@@ -159,7 +159,15 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
     urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in sendable_queues(declaration, queue)}
     urls[NAMES.dlq(queue.name)] = f"${{{ids.dlq}}}"
     urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)
-    _check_environment_size(declaration, queue, declaration_json, urls_json, queue.name)
+    check_environment_size(
+        declaration,
+        f"types.{queue.types[0]}.queue",
+        f"the runner of queue {queue.name!r}",
+        "give some of its types (or the types they push) their own queue, or shorten their params_schema",
+        declaration_json,
+        urls_json,
+        queue.name,
+    )
     properties: dict[str, Any] = {
         "FunctionName": {"Fn::Sub": NAMES.runner(queue.name)},
         "Description": f"jobkit runner for queue {queue.name}: {', '.join(queue.types)}",
@@ -214,13 +222,13 @@ def _relative(path: Path, base_dir: Path) -> str:
     return Path(os.path.relpath(path.resolve(), base_dir.resolve())).as_posix()
 
 
-def _check_environment_size(declaration: Declaration, queue: QueueConfig, *values: str) -> None:
-    size = sum(len(v.encode("utf-8")) for v in values) + 200  # names, prefix and log level
+def check_environment_size(declaration: Declaration, key: str, function: str, remedy: str, *values: str) -> None:
+    """Refuse a function whose environment variables (``values``, plus about 200
+    bytes of names, prefix and log level) would not fit in Lambda's 4 KB."""
+    size = sum(len(v.encode("utf-8")) for v in values) + 200
     if size > MAX_ENVIRONMENT_BYTES:
         raise ConfigError(
             declaration.source,
-            f"types.{queue.types[0]}.queue",
-            f"the runner of queue {queue.name!r} would need {size} bytes of environment, over Lambda's "
-            f"{MAX_ENVIRONMENT_BYTES}: give some of its types (or the types they push) their own queue, or"
-            " shorten their params_schema",
+            key,
+            f"{function} would need {size} bytes of environment, over Lambda's {MAX_ENVIRONMENT_BYTES}: {remedy}",
         )
