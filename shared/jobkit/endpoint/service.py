@@ -147,7 +147,9 @@ class PushEndpoint:
         return answers
 
     def _spec(self, raw: Any, now: float) -> JobSpecification:
-        """The job as the runner would take it, checked before anything is sent."""
+        """The job, if it is the wire format and a type the endpoint takes; push
+        checks the rest as the runner would (root params, times, params schema,
+        size), and its refusals come back as ``refused``."""
         if not isinstance(raw, dict):
             raise SpecError(f"a job is a JSON object, got {type(raw).__name__}")
         if "priorAttempts" in raw:
@@ -157,9 +159,6 @@ class PushEndpoint:
         if spec.type not in self._declaration.types:
             taken = ", ".join(sorted(self._declaration.types))
             raise UnknownJobType(spec.type, f"the push endpoint does not take it (it takes {taken})")
-        spec.check_root_job_params()
-        spec.check_times(now)
-        self._declaration.types[spec.type].check_params(spec.id, spec.params)
         return spec
 
 
