@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
 
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+from http_push import jobs, post, signed
 
 from jobkit import JobSpecification
 from jobkit.clock import VirtualClock
@@ -38,26 +36,6 @@ from faults import FailCalls
 from testjobs import RUNS
 
 TYPED = {"title": "Paris", "pages": [1, 2]}
-
-
-def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-def signed(url: str, body: bytes, *, secret: str = "testing", service: str = "lambda") -> dict[str, str]:
-    """SigV4 headers, as any AWS SDK's signer makes them."""
-    request = AWSRequest(method="POST", url=url, data=body, headers={"content-type": "application/json"})
-    SigV4Auth(Credentials("testing", secret), service, "us-east-1").add_auth(request)
-    return dict(request.headers.items())
-
-
-def jobs(*specs: dict[str, Any]) -> bytes:
-    return json.dumps({"jobs": list(specs)}).encode()
 
 
 @pytest.fixture

@@ -11,58 +11,41 @@ It is wired from its environment on the first request, as a runner is:
 ``JOBKIT_ENDPOINT_HMAC_SECRET``
     with ``auth = "hmac"``: the Secrets Manager secret whose ``SecretString`` is
     the producers' key (read on the first request, and again after
-    :data:`KEY_TTL_S`, so a rotated key is taken up)
+    :data:`~jobkit.endpoint.secret_key.KEY_TTL_S`, so a rotated key is taken up)
 """
 
 from __future__ import annotations
 
 import base64
 import os
-import threading
-import time
 from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from jobkit.clock import Clock
     from jobkit.endpoint.service import PushEndpoint
-
-KEY_TTL_S = 300.0
-
-
-class SecretKey:
-    """The HMAC key, from Secrets Manager, re-read every :data:`KEY_TTL_S` seconds."""
-
-    def __init__(self, client: Any, secret_id: str) -> None:
-        self._client = client
-        self._secret_id = secret_id
-        self._key: bytes | None = None
-        self._read_at = 0.0
-        self._lock = threading.Lock()
-
-    def __call__(self) -> bytes:
-        from jobkit.endpoint.signature import KeyUnusable, usable_key
-
-        with self._lock:
-            if self._key is None or time.monotonic() - self._read_at > KEY_TTL_S:
-                try:
-                    value = self._client.get_secret_value(SecretId=self._secret_id).get("SecretString")
-                except Exception as exc:  # botocore's errors: no access, no such secret, throttled
-                    raise KeyUnusable(f"cannot read the secret {self._secret_id}: {exc}") from None
-                if not isinstance(value, str):
-                    raise KeyUnusable(f"the secret {self._secret_id} has no SecretString (a binary secret?)")
-                self._key, self._read_at = usable_key(value.encode("utf-8")), time.monotonic()
-            return self._key
+    from jobkit.wiring import AwsClients
 
 
-def endpoint_from_environment(environ: Mapping[str, str]) -> PushEndpoint:
-    """The endpoint, as its Lambda container builds it (once)."""
+def endpoint_from_environment(
+    environ: Mapping[str, str], *, clock: Clock | None = None, clients: AwsClients | None = None
+) -> PushEndpoint:
+    """The endpoint, as its Lambda container builds it (once).
+
+    Args:
+        environ: the function's environment.
+        clock: the time source (default: the system's); tests move a virtual one.
+        clients: where AWS is (default: boto3's own chain).
+    """
+    from jobkit.endpoint.secret_key import SecretKey
     from jobkit.endpoint.service import PushEndpoint
     from jobkit.wiring import Wiring
 
-    wiring = Wiring.from_environment(environ)
+    configured = Wiring.from_environment(environ)
+    wiring = Wiring(configured.declaration, clients=clients, clock=clock, queue_urls=configured.queue_urls)
     secret = environ.get("JOBKIT_ENDPOINT_HMAC_SECRET")
-    key = SecretKey(wiring.clients.client("secretsmanager"), secret) if secret else None
+    key = SecretKey(wiring.clients.client("secretsmanager"), secret, wiring.clock) if secret else None
     return PushEndpoint(wiring.declaration, wiring.group, wiring.clock, key)
 
 
