@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -25,7 +26,11 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 
 #: A correlation ID as jobkit carries it: printable, no spaces, at most 64 characters.
+_MAX_LENGTH = 64
 _VALID = re.compile(r"[A-Za-z0-9_.:=+/@-]{1,64}")
+_CHARSET = re.compile(r"[A-Za-z0-9_.:=+/@-]+")
+#: Hex digits of a long job ID's SHA-256 in the correlation ID derived from it (64 bits).
+_DIGEST_CHARS = 16
 _ROOT = re.compile(r"(?:^|;)\s*Root=([^;\s]+)")
 #: W3C trace context, version 00: version-traceid-parentid-flags.
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -52,9 +57,29 @@ def valid_correlation_id(value: object) -> str | None:
 
 
 def correlation_of(sent: object, job_id: str | None) -> str | None:
-    """A job's correlation ID: the one its producer sent, if valid, else its own
-    job ID (a job sent without one starts a correlation of its own)."""
-    return valid_correlation_id(sent) or valid_correlation_id(job_id)
+    """A job's correlation ID: the one its producer sent, if valid, else one
+    derived from its own job ID (:func:`correlation_from_job_id`): a job sent
+    without one starts a correlation of its own, which the jobs it pushes share."""
+    return valid_correlation_id(sent) or correlation_from_job_id(job_id)
+
+
+def correlation_from_job_id(job_id: object) -> str | None:
+    """The correlation ID a job without one takes from its ID: the ID itself
+    when it is a correlation ID (every job ID of at most 64 characters is),
+    else its first 47 characters, a ``.`` and 16 hex digits of its SHA-256 (64
+    characters). A job ID may be 80 characters: cut short alone, two long IDs
+    that share a beginning (a parent's and its children's, say) would share a
+    correlation; the ``.``, which no job ID holds, keeps a derived ID from
+    being taken for another job's own. None for a value with characters no
+    correlation ID may hold.
+    """
+    if not isinstance(job_id, str):
+        return None
+    fits = valid_correlation_id(job_id)
+    if fits is not None or not _CHARSET.fullmatch(job_id):
+        return fits
+    digest = hashlib.sha256(job_id.encode("ascii")).hexdigest()[:_DIGEST_CHARS]
+    return f"{job_id[: _MAX_LENGTH - _DIGEST_CHARS - 1]}.{digest}"
 
 
 @contextlib.contextmanager
