@@ -35,6 +35,11 @@ class ChildIds:
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
 
+    @property
+    def parent(self) -> JobSpecification:
+        """The job that pushes."""
+        return self._parent
+
     def adopt(self, specs: list[JobSpecification]) -> list[JobSpecification]:
         with self._lock:
             return [self._derived(spec) if spec.id_generated else spec for spec in specs]

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from jobkit.endpoint.options import EndpointOptions
     from jobkit.params_schema import ParamsSchema
     from jobkit.schedules import Schedule
+    from jobkit.spec import JobSpecification
 
 DEFAULT_PATH = Path("infra/jobs.toml")
 CLASS_PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -93,6 +94,24 @@ class JobType:
         match the declared ``params_schema`` (a type without one takes any)."""
         if self.params_schema is not None:
             self.params_schema.check(self.name, job_id, params)
+
+    def check_job(self, spec: JobSpecification, now: float) -> None:
+        """Refuse a job of this type that a runner would dead-letter as poison:
+        the one rule of what may be sent, which push (and through it the push
+        endpoint) applies to every job and a schedule's declaration to its firings.
+
+        Args:
+            spec: the job as it will be sent (stamped with its enqueue time).
+            now: the sender's clock (epoch seconds).
+
+        Raises:
+            SpecError: half or malformed root-job params, or a time no clock
+                could have made (:meth:`JobSpecification.check_times`), naming the field.
+            InvalidParams: params that break the type's ``params_schema``.
+        """
+        spec.check_root_job_params()
+        spec.check_times(now)
+        self.check_params(spec.id, spec.params)
 
     @property
     def limited(self) -> bool:
@@ -150,6 +169,28 @@ class Declaration:
             return self.types[name]
         except KeyError:
             raise UnknownJobType(name) from None
+
+    def pushed_type(self, pusher: str, name: str) -> JobType:
+        """The type ``name`` that a job of type ``pusher`` pushes.
+
+        A runner's declaration holds only its queue's types and the types they
+        push (:meth:`for_runner`), on AWS as on the local stack, so a target
+        missing from the pusher's ``pushes`` is unknown there even when
+        jobs.toml declares it.
+
+        Raises:
+            UnknownJobType: naming the type whose ``pushes`` lacks ``name``, and
+                the line to add (the pushing job's attempt fails with it).
+        """
+        if name in self.types:
+            return self.types[name]
+        # A runner's declaration comes from its environment, which names no file.
+        where = self.source if not self.source.startswith(("$", "<")) else "jobs.toml"
+        raise UnknownJobType(
+            name,
+            f'[types.{pusher}] does not list it in pushes, so its runner does not know it: add "{name}" to'
+            f" pushes of [types.{pusher}] in {where} (and declare [types.{name}] if it is not declared)",
+        )
 
     @property
     def names(self) -> ResourceNames:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from jobkit import lazy_push
 from jobkit.children import ChildIds, derived_job_id
 from jobkit.clock import Clock, SystemClock
-from jobkit.config import Declaration, declaration_from_environment
+from jobkit.config import Declaration, JobType, declaration_from_environment
 from jobkit.correlation import current_correlation_id, current_traceparent, current_xray_header, new_correlation_id
 from jobkit.errors import FailedJob, JobKitError, JobQueueError, SpecError
 from jobkit.flow.fairness import message_group_id
@@ -317,12 +317,9 @@ class JobQueueGroup:
         return messages, failed
 
     def _message(self, spec: JobSpecification, now: float, origin: _Origin) -> Outgoing[JobSpecification]:
-        # Refuse here what a runner would dead-letter as poison.
-        spec.check_root_job_params()
-        spec.check_times(now)
+        job_type = self._declared_type(spec.type)
+        job_type.check_job(spec, now)  # refuse here what a runner would dead-letter as poison
         queue_url = self._shared.transport.queue_url(spec.type)
-        job_type = self._shared.declaration.job_type(spec.type)
-        job_type.check_params(spec.id, spec.params)
         release_in = (spec.release_at - now) if spec.release_at is not None else 0
         # Longer delays hop: the runner re-enqueues until the release time.
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
@@ -343,6 +340,14 @@ class JobQueueGroup:
             return traced
         log.debug("%s %s: sent without its correlation ID and trace context: no room", spec.type, spec.id)
         return message
+
+    def _declared_type(self, name: str) -> JobType:
+        """The declared type of a job to send. A group a job pushes through knows
+        only what its runner knows (the types its queue's jobs push): a type it
+        does not know is one the pushing type's ``pushes`` lacks, and the error says so."""
+        if self._child_ids is None:
+            return self._shared.declaration.job_type(name)
+        return self._shared.declaration.pushed_type(self._child_ids.parent.type, name)
 
     def _record_roots(self, sent: list[JobSpecification]) -> None:
         recorder = self._shared.root_recorder

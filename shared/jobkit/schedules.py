@@ -20,14 +20,19 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from jobkit.cron import iso_utc
 from jobkit.errors import ConfigError, SpecError
 from jobkit.resources import refuse_shared_logical_ids
 from jobkit.spec import JobSpecification
 from jobkit.wire import WIRE_VERSION, valid_domain
+
+if TYPE_CHECKING:
+    from jobkit.config import JobType
 
 #: A schedule's name; with the prefix (at most 16) and "-", within the scheduler's 64 characters.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,47}$")
@@ -42,6 +47,8 @@ SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 JOB_ID_PREFIX = "sched-"
 #: What every context attribute of the scheduler starts with: never in a schedule's own params or domain.
 PLACEHOLDER = "<aws.scheduler."
+#: An execution ID like the scheduler's, to build a firing's body when the declaration loads.
+SAMPLE_EXECUTION_ID = "0123456789abcdef"
 #: The most a schedule's body may be: EventBridge's payload limit (256 KB), far below SQS's.
 MAX_INPUT_BYTES = 256 * 1024
 
@@ -105,7 +112,7 @@ def fired_body(schedule: Schedule, execution_id: str, scheduled_time: str) -> st
 _KEYS = {"type", "cron", "rate", "timezone", "params", "domain", "flexible_window_min"}
 
 
-def parse_schedules(source: str, raw: Any, types: Mapping[str, Any]) -> dict[str, Schedule]:
+def parse_schedules(source: str, raw: Any, types: Mapping[str, JobType]) -> dict[str, Schedule]:
     """The ``[schedules.NAME]`` tables of a declaration, checked against its types."""
     if not isinstance(raw, Mapping):
         raise ConfigError(source, "schedules", f"must be a table of schedules, got {type(raw).__name__}")
@@ -114,7 +121,7 @@ def parse_schedules(source: str, raw: Any, types: Mapping[str, Any]) -> dict[str
     return schedules
 
 
-def _schedule(source: str, name: str, spec: Any, types: Mapping[str, Any]) -> Schedule:
+def _schedule(source: str, name: str, spec: Any, types: Mapping[str, JobType]) -> Schedule:
     key = f"schedules.{name}"
     if not NAME_PATTERN.fullmatch(name):
         raise ConfigError(source, key, "a schedule name must match " + NAME_PATTERN.pattern)
@@ -164,13 +171,21 @@ def _schedule(source: str, name: str, spec: Any, types: Mapping[str, Any]) -> Sc
                 f"holds {PLACEHOLDER!r}, which the scheduler would replace with a value of its own at each firing",
             )
     schedule = Schedule(name, job_type, cron, rate, timezone, params, domain, window)
+    now = time.time()  # the scheduler fires on the real clock
     try:  # the body it sends must be a job the runner takes, as the runner reads it
-        body = fired_body(schedule, "0123456789abcdef", "2026-01-01T00:00:00Z")
-        JobSpecification.from_message(body)
+        body = fired_body(schedule, SAMPLE_EXECUTION_ID, iso_utc(now))
+        spec = JobSpecification.from_message(body)
     except (TypeError, ValueError) as exc:  # a TOML date or time, inf or nan: not JSON
         raise ConfigError(source, f"{key}.params", f"must be JSON (no dates, times, inf or nan): {exc}") from None
     except SpecError as exc:
         raise ConfigError(source, f"{key}.params", str(exc)) from None
+    try:  # and pass what push checks before it sends a job, which is what the runner refuses as poison
+        types[job_type].check_job(spec, now)
+    except SpecError as exc:  # InvalidParams too; the firing's made-up job ID would only confuse
+        problem = str(exc).removeprefix(f"{spec.type} {spec.id}: ")
+        raise ConfigError(
+            source, f"{key}.params", f"every firing would be dead-lettered as poison: {problem}"
+        ) from None
     size = len(body.encode("utf-8"))
     if size > MAX_INPUT_BYTES:
         raise ConfigError(

@@ -107,7 +107,10 @@ def demo(
 @click.option(
     "--check",
     is_flag=True,
-    help="Exit 1 if the files differ from what would be generated, or a declared class does not import.",
+    help=(
+        "Exit 1 if the files differ from what would be generated, a declared class does not import,"
+        " or a class obviously pushes a type missing from its type's pushes."
+    ),
 )
 def template(config_path: Path | None, output: Path | None, extra: Path | None, check: bool) -> None:
     """Render template.yaml (SAM), and the Makefile `sam build` runs, from the job declaration."""

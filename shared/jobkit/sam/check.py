@@ -1,4 +1,5 @@
-"""``jobkit template --check``: every declared class imports as it will in the runner function.
+"""``jobkit template --check``: every declared class imports as it will in the runner function,
+and pushes no type its runner would not know (:mod:`jobkit.sam.pushes`).
 
 The job code is copied as ``sam build`` copies it (only the classes' top-level
 packages) into a scratch directory, and a separate, isolated interpreter (``-I``:
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from jobkit.config import Declaration
 from jobkit.errors import ConfigError
+from jobkit.sam.pushes import check_pushes
 from jobkit.sam.runner import copy_code
 
 _IMPORT_EACH = """
@@ -26,21 +28,24 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from jobkit.errors import JobClassError
 from jobkit.registry import JobRegistry
-problems = {}
+from jobkit.sam.pushes import literal_pushes
+problems, pushes = {}, {}
 for name, class_path in json.loads(sys.argv[2]).items():
     try:
-        JobRegistry._load(class_path)
+        pushes[name] = literal_pushes(JobRegistry._load(class_path), sys.argv[1])
     except JobClassError as exc:
         problems[name] = str(exc)
     except BaseException as exc:  # a module that calls sys.exit() or raises KeyboardInterrupt at import
         problems[name] = f"job class {class_path!r} does not import: {type(exc).__name__}: {exc}"
-print(json.dumps(problems))
+print(json.dumps({"problems": problems, "pushes": pushes}))
 """
 
 
 def check_classes(declaration: Declaration) -> None:
     """Raise :class:`ConfigError` (file, ``types.NAME.class``, the import error) for the
-    first declared class that does not import from the shipped code or is not a Job."""
+    first declared class that does not import from the shipped code or is not a Job;
+    then (``types.NAME.pushes``) for one whose code obviously pushes a type its
+    runner would not know (:mod:`jobkit.sam.pushes`)."""
     if declaration.requirements is not None and not declaration.requirements.is_file():
         raise ConfigError(declaration.source, "jobkit.requirements", f"{declaration.requirements} does not exist")
     classes = {name: job_type.class_path for name, job_type in declaration.types.items()}
@@ -53,8 +58,10 @@ def check_classes(declaration: Declaration) -> None:
             cwd=stage,
         )
     try:
-        problems: dict[str, str] = json.loads(result.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        found = json.loads(result.stdout.strip().splitlines()[-1])
+        problems: dict[str, str] = found["problems"]
+        pushes: dict[str, list[list[str]]] = found["pushes"]
+    except (ValueError, IndexError, KeyError, TypeError):
         raise ConfigError(
             declaration.source, "types", f"importing the job classes failed: {result.stderr.strip()[-500:]}"
         ) from None
@@ -65,3 +72,4 @@ def check_classes(declaration: Declaration) -> None:
             f"{problem} (importing from the code a runner ships: the classes' top-level packages in "
             f"{declaration.code_dir or Path(declaration.source).parent})",
         )
+    check_pushes(declaration, pushes)
