@@ -20,13 +20,16 @@ from typing import Any
 
 from jobkit.errors import SpecError
 from jobkit.wire import (
+    FIELD_NAME_PATTERN,
     ID_PATTERN,
+    KNOWN_FIELDS,
     MAX_DOMAIN_BYTES,
     MAYBE_SURROGATE,
     TYPE_PATTERN,
     WIRE_VERSION,
     decode,
     is_number,
+    short,
     utc_time,
     valid_domain,
     validate,
@@ -86,6 +89,10 @@ class JobSpecification:
         release_at: run no earlier than this (epoch seconds or an aware datetime).
         delay: run no earlier than this many seconds after the push. Exclusive with ``release_at``.
         id: the job ID; a new UUID if not given.
+        extra_fields: body fields this jobkit does not know (a newer producer's
+            optional ones, docs/wire-format.md), written back into the body as
+            given; :meth:`from_dict` keeps a body's. None may be a field jobkit
+            knows, so none stands for one of jobkit's.
     """
 
     __slots__ = (
@@ -93,6 +100,7 @@ class JobSpecification:
         "delay",
         "domain",
         "enqueued_at",
+        "extra_fields",
         "id",
         "params",
         "release_at",
@@ -113,6 +121,7 @@ class JobSpecification:
         delay: float | timedelta | None = None,
         id: str | None = None,  # noqa: A002
         enqueued_at: float | None = None,
+        extra_fields: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(type, str) or not TYPE_PATTERN.fullmatch(type):
             raise SpecError(f"job type must be a name like 'htmlCacheUpdate', got {type!r}")
@@ -138,6 +147,8 @@ class JobSpecification:
         if not isinstance(self.id, str) or not ID_PATTERN.fullmatch(self.id):
             raise SpecError(f"{type}: job id must match {ID_PATTERN.pattern}, got {self.id!r}")
         self.enqueued_at = enqueued_at
+        self.extra_fields: dict[str, Any] = dict(extra_fields or {})
+        _check_extra_fields(self.type, self.extra_fields)
 
     # -- MediaWiki's IJobSpecification ---------------------------------
 
@@ -239,6 +250,7 @@ class JobSpecification:
         for name in self.__slots__:
             object.__setattr__(copy, name, changes.get(name, getattr(self, name)))
         copy.params = dict(copy.params)
+        copy.extra_fields = dict(copy.extra_fields)
         if "id" in changes:
             copy._id_generated = False
         return copy
@@ -260,6 +272,10 @@ class JobSpecification:
         }
         if self.remove_duplicates_ignore_params:
             data["removeDuplicatesIgnoreParams"] = list(self.remove_duplicates_ignore_params)
+        if self.extra_fields:
+            # checked again: the dict may have changed since the spec was made
+            _check_extra_fields(f"{self.type} {self.id}", self.extra_fields)
+            data.update(self.extra_fields)
         return data
 
     def to_message(self) -> str:
@@ -303,7 +319,9 @@ class JobSpecification:
 
         ``priorAttempts``, which runners before 0.2 wrote into deferred copies,
         is accepted and ignored: a runner keeps that count where no sender can
-        set it (see :mod:`jobkit.dedup`).
+        set it (see :mod:`jobkit.dedup`). A field v1 does not name is a newer
+        producer's: kept in :attr:`extra_fields`, so that writing the spec
+        (:meth:`to_message`) sends it on.
         """
         validate(data)
         return cls(
@@ -315,6 +333,7 @@ class JobSpecification:
             release_at=data.get("releaseAt"),
             id=data["id"],
             enqueued_at=float(data["enqueuedAt"]) if is_number(data["enqueuedAt"]) else utc_time(data["enqueuedAt"]),
+            extra_fields={name: value for name, value in data.items() if name not in KNOWN_FIELDS},
         )
 
     # -- value semantics -------------------------------------------------
@@ -329,6 +348,16 @@ class JobSpecification:
 
     def __repr__(self) -> str:
         return f"JobSpecification({self.type!r}, id={self.id!r}, domain={self.domain!r})"
+
+
+def _check_extra_fields(job: str, fields: Mapping[str, Any]) -> None:
+    """A kept field is a newer producer's: never a field jobkit reads or writes
+    itself (a second ``id``, a ``v``, the runners' ``priorAttempts``), and a name
+    a body may have (docs/wire-format.md: an identifier)."""
+    for name in fields:
+        if not isinstance(name, str) or name in KNOWN_FIELDS or not FIELD_NAME_PATTERN.fullmatch(name):
+            reason = "is jobkit's own field" if name in KNOWN_FIELDS else "is not an identifier"
+            raise SpecError(f"{job}: extra field {short(name)} {reason}: a kept field is one jobkit does not know")
 
 
 def _ahead(value: float, now: float) -> str:

@@ -14,8 +14,10 @@ schema checks, and what a schema cannot say:
 Compatibility (docs/wire-format.md): ``v`` is the major version. A producer
 may add an optional field without a new version: a reader that does not know
 it ignores it, and the runner keeps it, since it re-enqueues and dead-letters
-the body as it came. A field an older reader must not ignore needs a new
-major version, which such a reader refuses as poison with the reason.
+the body as it came; a spec parsed from a body keeps it too, and writes it
+back (the push endpoint sends what it parsed). A field an older reader must
+not ignore needs a new major version, which such a reader refuses as poison
+with the reason.
 
 Nothing here imports a schema library: the runner's cold start pays for imports.
 """
@@ -62,6 +64,8 @@ _FIELDS = {
     "priorAttempts",
 }
 _REQUIRED = ("v", "id", "type", "params", "enqueuedAt")
+#: The fields v1 names: jobkit's own. Any other is a newer producer's optional one.
+KNOWN_FIELDS = frozenset(_FIELDS)
 
 
 def decode(body: str | bytes) -> Any:

@@ -6,8 +6,10 @@ in ``1``, a new UUID and its own clock). Every job is checked as the runner
 would check it (the wire schema, the type among the endpoint's, its
 ``params_schema``, the root-job params, the times), then the valid ones are
 pushed with the push SDK: batches of 10 and 1 MiB, bounded retries, and the
-roots recorded in the jobs table. The answer names each job's fate, in the
-request's order:
+roots recorded in the jobs table. A field the wire format does not name (a
+newer producer's) is kept in the body sent, and counts toward its size, as the
+runner keeps it (:attr:`JobSpecification.extra_fields`). The answer names each
+job's fate, in the request's order:
 
 - ``enqueued``: sent (its ``id`` is in the answer);
 - ``refused``: it is not a job the endpoint takes; sending it again will not help;
