@@ -101,6 +101,9 @@ class Candidate:
     dedup_hash: str | None
     deliver_once: bool
     lease_until: float
+    #: It took its debounce window's run: the jobs it debounced count on it, so
+    #: a root recorded while it waited does not skip it (it runs anyway).
+    owes_run: bool = False
 
     @property
     def claim_keys(self) -> tuple[tuple[str | None, ...], ...]:
@@ -308,8 +311,10 @@ class DedupStore:
             if spec.has_root_job_params():
                 cached = self._cached_root_verdict(spec)
                 if cached is Verdict.SUPERSEDED:
-                    return Admission(Verdict.SUPERSEDED, SUPERSEDED_REASON)
-                admission.root_pending = cached is not Verdict.RUN
+                    if not candidate.owes_run:
+                        return Admission(Verdict.SUPERSEDED, SUPERSEDED_REASON)
+                    self._runs_although_superseded(spec)
+                admission.root_pending = cached is None
             if candidate.deliver_once:
                 skip = self._claim_delivery(candidate, admission)
                 if skip is not None:
@@ -333,6 +338,9 @@ class DedupStore:
             if cached is Verdict.RUN:
                 return admission
             if cached is Verdict.SUPERSEDED or self._superseded(spec):
+                if candidate.owes_run:
+                    self._runs_although_superseded(spec)
+                    return admission
                 self._give_back(admission)
                 return Admission(Verdict.SUPERSEDED, SUPERSEDED_REASON)
         except DedupUnavailable as exc:
@@ -350,6 +358,37 @@ class DedupStore:
         )
         admission.unavailable = True
         admission.root_pending = False
+
+    @staticmethod
+    def _runs_although_superseded(spec: JobSpecification) -> None:
+        log.info(
+            "%s %s runs although a newer root was recorded while it waited: it owns its debounce window's run",
+            spec.type,
+            spec.id,
+            extra={"job_id": spec.id, "job_type": spec.type, "domain": spec.domain},
+        )
+
+    def superseded(self, spec: JobSpecification) -> bool:
+        """Whether a newer root than the job's own is recorded, without recording
+        the job's (a read, answered from the container's cache when it can):
+        for a stage that must not let a superseded job take anything that
+        makes other jobs skip (a debounce window), before the job is admitted.
+
+        Raises:
+            DedupUnavailable: the table could not be read.
+        """
+        if not spec.has_root_job_params():
+            return False
+        cached = self._cached_root_verdict(spec)
+        if cached is not None:
+            return cached is Verdict.SUPERSEDED
+        timestamp, signature = spec.root_job_timestamp, spec.root_job_signature
+        assert timestamp is not None and signature is not None
+        newest = self.backend.newest_root(spec.type, spec.domain, signature)
+        if newest is None or newest > self._clock.now() + MAX_CLOCK_SKEW_S:  # none, or one no clock made
+            return False
+        self._remember_root((spec.type, spec.domain, signature), newest)
+        return timestamp < newest
 
     def _superseded(self, spec: JobSpecification) -> bool:
         timestamp, signature = spec.root_job_timestamp, spec.root_job_signature

@@ -22,6 +22,7 @@ from jobkit.ops import redrive, resolve_scope
 from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
 
+from conftest import START
 from testjobs import BROKEN, HOOKS, RUNS
 
 
@@ -117,7 +118,9 @@ def test_a_whole_queue_redrive_falls_back_to_copying_where_move_tasks_are_missin
         MessageSystemAttributeNames=["All"],
     )["Messages"]
     assert message["Body"] == dead["Body"]
-    assert set(message["MessageAttributes"]) == {"JobType", "CorrelationId"}  # the request that caused it, kept
+    # the request that caused it, kept; and when SQS first saw the job, which orders it (not the redrive)
+    assert set(message["MessageAttributes"]) == {"JobType", "CorrelationId", "jobkit.enqueuedAt"}
+    assert float(message["MessageAttributes"]["jobkit.enqueuedAt"]["StringValue"]) == START
     assert message["Attributes"]["ApproximateReceiveCount"] == "1"
     assert stack.queue_depth("alwaysFails", dlq=True) == 0
 

@@ -1,18 +1,21 @@
 """Debounce windows: of the jobs with one key pushed close together, the
 latest owns the run.
 
-The item ``{type}#debounce#{key}`` holds the latest job registered for the
-key (``latest``, its domain and ID, and ``latest_at``, its enqueue time) and
-``first_at``, the enqueue time of the first job registered since the key's
-last run. A job goes through two steps:
+A window belongs to one type, domain and key: the item ``{type}#debounce#{key}``
+with the domain as its sort key (a job in one domain does none of another
+domain's work). It holds the latest job registered (``latest``, its domain and
+ID; ``latest_at``, its ordering time, :func:`jobkit.sqs.pushed_at`; ``token``,
+the message that registered it, so two pushes of one job ID are two
+registrations) and ``first_at``, the ordering time of the first job registered
+since the window last ran. A job goes through two steps:
 
 1. **register**, on its first delivery: it becomes the latest, if no job
-   enqueued at or after it already is (one conditional update). The runner then
+   pushed at or after it already is (one conditional update). The runner then
    sends it again with a delay: the wait, or less when the key has waited
    ``max_wait_s`` since ``first_at``.
-2. **claim**, when it comes back: it runs if it is still the latest (one
-   conditional update that also closes the window). Otherwise a later job
-   owns the run, and this one is *debounced*. A job's wait never reaches past
+2. **claim**, when it comes back: it runs if its registration is still the
+   latest (one conditional update). Otherwise a later job owns the run, and
+   this one is *debounced*. A job's wait never reaches past
    ``first_at + max_wait_s``, so whichever job is the latest when that time
    comes is back by then and runs: a steady stream still runs once a window.
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from jobkit.records.keys import NO_SORT, Kind, partition_key
+from jobkit.records.keys import Kind, domain_key, partition_key
 from jobkit.records.table import Absent, Below, ConditionFailed, Equals, Item, Table
 
 #: How long a key's item outlives its last job (TTL).
@@ -41,9 +44,14 @@ class Registered:
 
 @dataclass(frozen=True)
 class Debounced:
-    """A job enqueued later owns the run."""
+    """A job pushed later owns the run."""
 
     by: str  # the owner, as "domain/id" for messages and logs
+    same_job: bool = False  # the owner is another push of this very job ID
+
+    @property
+    def reason(self) -> str:
+        return "another delivery of this job ID owns the run" if self.same_job else f"job {self.by} was pushed later"
 
 
 @dataclass(frozen=True)
@@ -71,39 +79,54 @@ class DebounceWindows:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def register(self, job_type: str, key: str, ref: str, enqueued_at: float, *, now: float) -> Registered | Debounced:
-        item_key = (partition_key(job_type, Kind.DEBOUNCE, key), NO_SORT)
-        values: Item = {"latest": ref, "latest_at": enqueued_at, "expires_at": int(now) + IDLE_TTL_S}
+    def register(
+        self, job_type: str, domain: str | None, key: str, ref: str, token: str, pushed_at: float, *, now: float
+    ) -> Registered | Debounced:
+        """Make the job its window's latest, unless a job pushed at or after it already is."""
+        values: Item = {"latest": ref, "latest_at": pushed_at, "token": token, "expires_at": int(now) + IDLE_TTL_S}
         try:
             item = self._table.update(
-                item_key,
+                _window(job_type, domain, key),
                 values,
-                defaults={"first_at": enqueued_at},
-                # a later job, or itself again (a redelivery); of two pushed at the same
-                # moment, the first to register keeps the run, so a late copy cannot take it
-                when=Absent("latest_at") | Below("latest_at", enqueued_at) | Equals("latest", ref),
+                defaults={"first_at": pushed_at},
+                # a later job, or this very message again (a redelivery); of two pushed
+                # at the same moment, and of two pushes of one job ID, the first to
+                # register keeps the run, so a late copy cannot take it
+                when=Absent("latest_at") | Below("latest_at", pushed_at) | Equals("token", token),
                 want_new=True,
             )
         except ConditionFailed as lost:
-            return Debounced(shown((lost.item or {}).get("latest")))
+            return _debounced_by(lost.item or {}, ref)
         first_at = (item or {}).get("first_at")
-        return Registered(float(first_at) if isinstance(first_at, int | float) else enqueued_at)
+        return Registered(float(first_at) if _is_number(first_at) else pushed_at)  # type: ignore[arg-type]
 
-    def claim(self, job_type: str, key: str, ref: str, registered_at: float, *, now: float) -> Run | Debounced:
-        """Claim the run for a job that registered at ``registered_at``: it runs
-        if it is still the latest; otherwise the latest, enqueued no earlier,
-        owns the run."""
-        item_key = (partition_key(job_type, Kind.DEBOUNCE, key), NO_SORT)
+    def claim(
+        self, job_type: str, domain: str | None, key: str, ref: str, token: str | None, pushed_at: float, *, now: float
+    ) -> Run | Debounced:
+        """Claim the run for the job that registered as ``token``: it runs if its
+        registration is still the latest; otherwise the latest, pushed no
+        earlier, owns the run. (``token`` is ``None`` for a copy registered by an
+        older runner, which named the job only.)"""
         ran = {"ran_at": now, "expires_at": int(now) + IDLE_TTL_S}
+        mine = Equals("token", token) if token is not None else Equals("latest", ref)
         try:
-            self._table.update(item_key, ran, remove=["first_at"], when=Equals("latest", ref))
+            self._table.update(_window(job_type, domain, key), ran, remove=["first_at"], when=mine)
             return Run()
         except ConditionFailed as lost:
             found: Item = lost.item or {}
         latest_at = found.get("latest_at")
-        if not _is_number(latest_at) or latest_at < registered_at:  # type: ignore[operator]
+        if not _is_number(latest_at) or latest_at < pushed_at:  # type: ignore[operator]
             return Run()  # no later job registered: its record expired, or it was never registered
-        return Debounced(shown(found.get("latest")))
+        return _debounced_by(found, ref)
+
+
+def _window(job_type: str, domain: str | None, key: str) -> tuple[str, str]:
+    return partition_key(job_type, Kind.DEBOUNCE, key), domain_key(domain)
+
+
+def _debounced_by(found: Item, ref: str) -> Debounced:
+    latest = found.get("latest")
+    return Debounced(shown(latest), same_job=latest == ref)
 
 
 def _is_number(value: object) -> bool:

@@ -22,9 +22,13 @@ which its ``jobkit.deferred`` attribute points to), belongs to a message ID
 the redriven message no longer has. The copy also drops every ``jobkit.*``
 attribute (the old dead-letter reason and the deferral marker); a native move
 keeps them, which is harmless: the runner never reads a reason from a
-message, and a marker whose message ID has no deferral record counts no
-attempts. The body is sent back unchanged, and so is the ``MessageGroupId``
-(the job's tenant in a fair queue; a native move keeps it too).
+message, a marker whose message ID has no deferral record counts no
+attempts, and a hold's attribute on a message sent long after the hold
+counts no hold (:func:`jobkit.runner.hold.held_before`). The body is sent
+back unchanged, and so is the ``MessageGroupId`` (the job's tenant in a fair
+queue; a native move keeps it too). The copy carries one ``jobkit.*``
+attribute of its own: when SQS first saw the job (:mod:`jobkit.sqs.first_seen`),
+so a redriven job is ordered by when it was pushed, never by the redrive.
 
 Which messages go: a TYPE on a shared queue selects by the type its body
 names (never by the ``JobType`` attribute); a message that is not a job is
@@ -42,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 from jobkit.ops.dead_letters import DeadLetter, dead_letter, judged, list_dead_letters
 from jobkit.ops.scan import QueueScan
 from jobkit.ops.scope import Scope
-from jobkit.sqs import Outgoing, QueueDirectory, delete_in_chunks, pack_batches, send_batch, sendable_attributes
+from jobkit.sqs import Outgoing, QueueDirectory, delete_in_chunks, pack_batches, send_batch
+from jobkit.sqs.attributes import copy_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
@@ -195,16 +200,15 @@ def _copy(
         for batch in scan.batches():
             chosen = choose.chosen(scope, batch)
             report.matched.extend(chosen)
-            groups = {
-                message["MessageId"]: (message.get("Attributes") or {}).get("MessageGroupId") for message in batch
-            }
+            received = {message["MessageId"]: message for message in batch}
             copies = [
                 Outgoing(
                     dead,
                     queue_url,
                     dead.body,
-                    sendable_attributes(dead.message_attributes),
-                    group_id=groups.get(dead.message_id) or None,
+                    # with when SQS first saw the job: ordering never uses the redrive's time
+                    copy_attributes(dead.body, received[dead.message_id]),
+                    group_id=(received[dead.message_id].get("Attributes") or {}).get("MessageGroupId") or None,
                 )
                 for dead in chosen
             ]

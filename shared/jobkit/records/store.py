@@ -63,6 +63,11 @@ class Records:
                 return stored
         return timestamp
 
+    def newest_root(self, job_type: str, domain: str | None, signature: str) -> float | None:
+        """The root's newest recorded timestamp, or ``None`` (a read; it writes nothing)."""
+        item = self.table.get((partition_key(job_type, Kind.ROOT, signature), domain_key(domain)))
+        return _number(item, "root_ts") if item is not None else None
+
     # -- duplicate claims ------------------------------------------------------------------
 
     def claim_duplicate(

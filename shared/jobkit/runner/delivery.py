@@ -8,7 +8,6 @@ and from Lambda (its context object); the runner never imports boto3.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,7 +21,6 @@ from jobkit.records.keys import JobRef
 from jobkit.spec import JobSpecification
 from jobkit.sqs import (
     CORRELATION_ATTRIBUTE,
-    ENQUEUED_AT_ATTRIBUTE,
     MAX_JOB_BYTES,
     DeadLetterReason,
     message_size,
@@ -70,6 +68,14 @@ class Delivery:
         dedup_unavailable: the records store failed this delivery, and the job ran
             anyway (fail-open); a stage that learns it after the result was
             made (a settle in the background) sets it by the end of the batch.
+        seen_at: when SQS saw the job's first message (:func:`jobkit.sqs.first_seen_at`);
+            every copy the runner sends carries it.
+        pushed_at: the job's ordering time (:func:`jobkit.sqs.pushed_at`): what
+            debounce orders jobs by, whatever copy of the job this is.
+        owes_run: it took its debounce window's run, so jobs it debounced count
+            on it: a root recorded since must not skip it (it runs anyway).
+        debounce_registration: the message that registered the job in its
+            debounce window; every copy the runner sends of it carries this.
     """
 
     record: Mapping[str, Any]
@@ -82,6 +88,10 @@ class Delivery:
     status: StatusTracker = field(default=NO_STATUS)
     job: Job | None = None
     dedup_unavailable: bool = False
+    seen_at: float | None = None
+    pushed_at: float | None = None
+    owes_run: bool = False
+    debounce_registration: str | None = None
     _notes: dict[object, Any] = field(default_factory=dict, repr=False)
 
     def note(self, owner: object, value: Any) -> None:
@@ -136,41 +146,6 @@ class Delivery:
             correlation_id=self.correlation_id,
             **fields,
         )
-
-
-def enqueued_at(record: Mapping[str, Any], spec: JobSpecification) -> float | None:
-    """When the job was enqueued, for "started after it was enqueued" and for
-    pickup delays: the producer's ``enqueuedAt``, but never earlier than SQS's
-    own ``SentTimestamp``. A producer whose clock runs slow would otherwise make
-    its job look older than it is, and a duplicate of a run that started before
-    the job existed. A copy the runner re-enqueued (a delay hop, a deferral) is
-    sent later than its job: it carries the time taken at its first delivery.
-
-    A sender may set that attribute too. It is never taken as later than the
-    copy's own ``SentTimestamp`` (a job cannot have been enqueued after its
-    copy was sent), so a sender can make its job look younger only up to its
-    send time, which makes it a duplicate less often (more work, never less)
-    and never makes it the latest of its debounce key ahead of a later push.
-    """
-    stamped = spec.enqueued_at
-    attributes = record.get("attributes")
-    sent_ms = _number(attributes.get("SentTimestamp")) if isinstance(attributes, Mapping) else None
-    carried = _number(string_attribute_of(record, ENQUEUED_AT_ATTRIBUTE))
-    if carried is not None:
-        if sent_ms is not None:
-            carried = min(carried, sent_ms / 1000)
-        return max(stamped, carried) if stamped is not None else carried
-    if sent_ms is None or stamped is None:
-        return stamped
-    return max(stamped, sent_ms / 1000)
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def receive_count(record: Any) -> int:

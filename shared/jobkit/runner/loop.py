@@ -35,7 +35,6 @@ from jobkit.runner.delivery import (
     MetricsPort,
     QueuePort,
     check_size,
-    enqueued_at,
     message_id_of,
     receive_count,
 )
@@ -43,6 +42,7 @@ from jobkit.runner.failures import Failures, is_permanent
 from jobkit.runner.stage import JOB_ERRORS, LATER, Run, Stage, hooks
 from jobkit.runner.stages import StageKit, standard_stages
 from jobkit.spec import JobSpecification
+from jobkit.sqs.first_seen import enqueued_at, first_seen_at, pushed_at
 
 if TYPE_CHECKING:
     from jobkit.job import QueueGroup
@@ -213,11 +213,15 @@ class Runner:
         except (InvalidParams, JobClassError) as exc:
             return self._failures.poison(record, exc, spec)
         received = receive_count(record)
-        taken_at = enqueued_at(record, spec)
+        # when it was pushed: SQS's time for its first message, whatever copy this is
+        seen = first_seen_at(record)
+        ordered_at, taken_at = pushed_at(spec.enqueued_at, seen), enqueued_at(spec.enqueued_at, seen)
         if taken_at != spec.enqueued_at:
             spec = spec.replace(enqueued_at=taken_at)
         attempt = self._attempts.before(record, spec.type) + received
-        return Delivery(record, spec, job_type, job_class, attempt, received, context=context)
+        return Delivery(
+            record, spec, job_type, job_class, attempt, received, context=context, seen_at=seen, pushed_at=ordered_at
+        )
 
     def _served_type(self, name: str) -> JobType:
         if name not in self.queue.types:

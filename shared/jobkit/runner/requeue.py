@@ -52,9 +52,12 @@ class Requeue:
         ``attributes`` besides its own. A job registered with its debounce key
         stays registered (the attribute is carried)."""
         used = delivery.attempt - 1
-        attributes = {ENQUEUED_AT_ATTRIBUTE: number_attribute(delivery.spec.enqueued_at or 0.0), **(attributes or {})}
-        if DEBOUNCE_ATTRIBUTE not in attributes and string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE):
-            attributes[DEBOUNCE_ATTRIBUTE] = string_attribute("1")
+        # when SQS saw the job's first message: the copy's own send time is later
+        seen = delivery.seen_at if delivery.seen_at is not None else delivery.spec.enqueued_at
+        attributes = {ENQUEUED_AT_ATTRIBUTE: number_attribute(seen or 0.0), **(attributes or {})}
+        registration = delivery.debounce_registration or string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE)
+        if DEBOUNCE_ATTRIBUTE not in attributes and registration:
+            attributes[DEBOUNCE_ATTRIBUTE] = string_attribute(registration)
         if used and self._dedup is not None:
             attributes[DEFERRED_ATTRIBUTE] = string_attribute("1")
         try:

@@ -11,7 +11,6 @@ from jobkit.sqs.attributes import (
     CORRELATION_ATTRIBUTE,
     DEBOUNCE_ATTRIBUTE,
     DEFERRED_ATTRIBUTE,
-    ENQUEUED_AT_ATTRIBUTE,
     HELD_ATTRIBUTE,
     TRACEPARENT_ATTRIBUTE,
     TYPE_ATTRIBUTE,
@@ -38,6 +37,7 @@ from jobkit.sqs.batches import (
     send_batch,
     send_with_retries,
 )
+from jobkit.sqs.first_seen import ENQUEUED_AT_ATTRIBUTE, enqueued_at, first_seen_at, pushed_at
 from jobkit.sqs.limits import (
     MAX_BATCH_BYTES,
     MAX_BATCH_ENTRIES,
@@ -82,11 +82,14 @@ __all__ = [
     "dead_letter_copy",
     "delay_seconds",
     "delete_in_chunks",
+    "enqueued_at",
+    "first_seen_at",
     "is_retryable",
     "message_size",
     "new_messages",
     "number_attribute",
     "pack_batches",
+    "pushed_at",
     "receive_messages",
     "release_in_chunks",
     "send_batch",

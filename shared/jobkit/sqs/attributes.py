@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jobkit.sqs.first_seen import ENQUEUED_AT_ATTRIBUTE, first_seen_at
 from jobkit.sqs.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES, message_size
 
 if TYPE_CHECKING:
@@ -20,10 +21,6 @@ if TYPE_CHECKING:
 #: attribute; only the runner can write what it points to.
 DEFERRED_ATTRIBUTE = "jobkit.deferred"
 
-#: The attribute every copy the runner re-enqueues carries: the job's enqueue
-#: time as the runner took it at the first delivery (see
-#: :func:`jobkit.runner.delivery.enqueued_at`), since the copy's own send time is later.
-ENQUEUED_AT_ATTRIBUTE = "jobkit.enqueuedAt"
 
 #: The attribute of a copy the runner sent again after registering it with
 #: its debounce key: on its return it claims the run rather than registering.
@@ -82,6 +79,26 @@ def string_attribute(value: str) -> AttributeValue:
 
 def number_attribute(value: float) -> AttributeValue:
     return {"DataType": "Number", "StringValue": repr(value) if isinstance(value, float) else str(value)}
+
+
+def first_seen_attribute(message: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """The attribute a copy of a received message carries: when SQS saw the
+    job's first message (:mod:`jobkit.sqs.first_seen`); none if it cannot say."""
+    seen = first_seen_at(message)
+    return {} if seen is None else {ENQUEUED_AT_ATTRIBUTE: number_attribute(seen)}
+
+
+def copy_attributes(body: str, message: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """What a copy of a received message is sent with, outside the runner (a
+    redrive): the sender's own attributes, the type, correlation ID and trace
+    context first, and when SQS first saw the job, in that place if it fits
+    SQS's 10 attributes and 1 MiB (a message of a foreign producer at the limit
+    goes back as it came, and is then ordered from its body's time)."""
+    own = by_priority(sendable_attributes(message.get("MessageAttributes") or message.get("messageAttributes") or {}))
+    seen = first_seen_attribute(message)
+    if not seen or len(own) >= MAX_ATTRIBUTES or message_size(body, {**own, **seen}) > MAX_MESSAGE_BYTES:
+        return own
+    return {**own, **seen}
 
 
 def sendable_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, AttributeValue]:

@@ -13,6 +13,7 @@ from jobkit.sqs.attributes import (
     DeadLetterReason,
     by_priority,
     dead_letter_copy,
+    first_seen_attribute,
     sendable_attributes,
     system_attributes,
 )
@@ -93,7 +94,8 @@ class SqsQueues:
 
     def dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, now: float) -> None:
         """Copy the message to its queue's DLQ with the reason attached (and
-        its ``MessageGroupId``, so a redrive keeps its tenant), then delete
+        its ``MessageGroupId``, so a redrive keeps its tenant, and the time SQS
+        first saw the job, so a redrive keeps its place in time), then delete
         the original. If the copy fails, it raises and the original is
         left alone. Once the copy is sent, the job is dead-lettered: a failed
         delete is left to the event source mapping, which deletes every record
@@ -102,7 +104,7 @@ class SqsQueues:
         source = self._sqs_name
         body, attributes = dead_letter_copy(
             record["body"],
-            reason.attributes(source, now),
+            {**reason.attributes(source, now), **first_seen_attribute(record)},
             by_priority(sendable_attributes(record.get("messageAttributes") or {})),
         )
         self._client.send_message(

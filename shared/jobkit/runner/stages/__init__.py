@@ -69,7 +69,8 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
             from jobkit.flow.debounce import DebounceWindows
             from jobkit.runner.stages.debounce import DebounceStage
 
-            stages.append(DebounceStage(DebounceWindows(table), kit.clock, requeue, hold, parallel))
+            windows = DebounceWindows(table)
+            stages.append(DebounceStage(windows, kit.clock, requeue, hold, parallel, kit.dedup.superseded))
         if any(t.concurrency is not None for t in kit.job_types):
             from jobkit.flow.leases import Leases
             from jobkit.runner.stages.concurrency import Concurrency

@@ -1,37 +1,54 @@
-"""Debounce: of the jobs with the same key pushed within the wait, the latest
-runs and the earlier ones are acknowledged as ``debounced``
+"""Debounce: of the jobs of one type, domain and key pushed within the wait,
+the latest runs and the earlier ones are acknowledged as ``debounced``
 (:mod:`jobkit.flow.debounce`).
 
-On its first delivery a job registers as its key's latest and is sent again
-after the wait, as a delay hop (not an attempt), carrying the debounce
-attribute. On its return it claims the run: it runs if it is still the
-latest, or if the key has waited ``max_wait_s`` since its window opened;
-otherwise it is debounced. Of a batch's jobs with one key, only the one
-enqueued last registers; the others are debounced by it at once. When the
-jobs table cannot be reached, the type's ``if_unavailable`` decides: ``run``
-(the default: the job runs, undebounced) or ``defer``.
+On its first delivery a job registers as its window's latest and is sent
+again after the wait, as a delay hop (not an attempt), carrying the debounce
+attribute (the message that registered it). On its return it claims the run:
+it runs if its registration is still the latest, or if the key has waited
+``max_wait_s`` since its window opened; otherwise it is debounced. Of a
+batch's jobs with one window, only the one pushed last registers; the others
+are debounced by it at once. Jobs are ordered by when they were pushed
+(:attr:`Delivery.pushed_at`), whatever copy of them arrives.
+
+A job is only debounced by a job that will run, or end for a reason that
+covers it too: a job whose root is already superseded is skipped as
+superseded before it can register (it never takes a window), and a job that
+took its window runs even if a newer root is recorded while it waits
+(:attr:`Delivery.owes_run`): the jobs it debounced are owed that run.
+
+When the jobs table cannot be reached, the type's ``if_unavailable`` decides:
+``run`` (the default: the job runs, undebounced) or ``defer``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jobkit.clock import Clock
+from jobkit.dedup import SUPERSEDED_REASON
 from jobkit.flow.debounce import Debounced, DebounceWindows, job_ref
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.parallel import Parallel
 from jobkit.records import DedupUnavailable
 from jobkit.runner.delivery import Delivery, string_attribute_of
 from jobkit.runner.hold import Hold
-from jobkit.runner.keyed import Group
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Later, Stage
+from jobkit.spec import JobSpecification
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
 
 log = logging.getLogger(__name__)
+
+#: Whether a newer root than a job's own is recorded (a read, never a write);
+#: raises :class:`DedupUnavailable` when the table cannot say.
+RootCheck = Callable[[JobSpecification], bool]
+
+#: (type, domain, key): one debounce window.
+Window = tuple[str, str | None, str]
 
 
 @dataclass(frozen=True)
@@ -43,18 +60,25 @@ class _Step:
 
 class DebounceStage(Stage):
     def __init__(
-        self, windows: DebounceWindows, clock: Clock, requeue: Requeue, hold: Hold, parallel: Parallel
+        self,
+        windows: DebounceWindows,
+        clock: Clock,
+        requeue: Requeue,
+        hold: Hold,
+        parallel: Parallel,
+        superseded: RootCheck,
     ) -> None:
         self._windows = windows
         self._clock = clock
         self._requeue = requeue
         self._hold = hold
         self._parallel = parallel
+        self._superseded = superseded
 
     def admit_batch(self, deliveries: Sequence[Delivery]) -> list[RecordResult | Later | None]:
         answers: list[RecordResult | Later | None] = [None] * len(deliveries)
         steps: list[tuple[list[int], _Step]] = []
-        newcomers: dict[Group, list[int]] = {}
+        newcomers: dict[Window, list[int]] = {}
         for index, delivery in enumerate(deliveries):
             debounce = delivery.job_type.debounce
             if debounce is None:
@@ -63,64 +87,91 @@ class DebounceStage(Stage):
             if string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE):
                 steps.append(([index], _Step(delivery, key, registered=True)))
             else:
-                newcomers.setdefault((delivery.spec.type, key), []).append(index)
-        for (_, key), indexes in newcomers.items():
-            # the one enqueued last registers for all of them (the batch's order breaks ties)
-            ordered = sorted(indexes, key=lambda i: (_enqueued_at(deliveries[i], self._clock), i))
-            steps.append((ordered, _Step(deliveries[ordered[-1]], key, registered=False)))
+                newcomers.setdefault((delivery.spec.type, delivery.spec.domain, key), []).append(index)
+        stale = self._stale([deliveries[i] for indexes in newcomers.values() for i in indexes])
+        for (_, _, key), indexes in newcomers.items():
+            for index in indexes:
+                if deliveries[index] in stale:  # it never takes the window
+                    answers[index] = self._skip_superseded(deliveries[index])
+            fresh = [i for i in indexes if deliveries[i] not in stale]
+            if fresh:  # the one pushed last registers for all of them (the batch's order breaks ties)
+                now = self._clock.now()
+                ordered = sorted(fresh, key=lambda i: (_pushed_at(deliveries[i], now), i))
+                steps.append((ordered, _Step(deliveries[ordered[-1]], key, registered=False)))
         done = self._parallel.map(self._step, [step for _, step in steps])
         for (indexes, step), answer in zip(steps, done, strict=True):
-            owner = indexes[-1]
-            answers[owner] = answer
-            # the owner registered (it waits, or runs now): the earlier ones are debounced by it
-            registered = not step.delivery.dedup_unavailable and (
-                answer is None or (isinstance(answer, RecordResult) and answer.outcome is Outcome.DELAYED)
-            )
+            answers[indexes[-1]] = answer
             for index in indexes[:-1]:
-                earlier = deliveries[index]
-                if isinstance(answer, RecordResult) and answer.outcome is Outcome.DEBOUNCED and answer.reason:
-                    answers[index] = self._debounced(earlier, answer.reason)
-                elif (
-                    registered
-                    and earlier.spec.id == step.delivery.spec.id
-                    and (earlier.spec.domain == step.delivery.spec.domain)
-                ):
-                    answers[index] = self._debounced(earlier, "another delivery of this job owns the run")
-                elif registered:
-                    answers[index] = self._debounced(earlier, f"job {_shown(step.delivery)} was pushed later")
-                else:  # the owner could not register: each goes its own way
-                    answers[index] = self._step(_Step(earlier, step.key, registered=False))
+                answers[index] = self._behind(deliveries[index], step)
         return answers
+
+    def _behind(self, earlier: Delivery, step: _Step) -> RecordResult | None:
+        """The answer for a job of the batch pushed before the one that registered for its window."""
+        owner = step.delivery
+        lost: Debounced | None = owner.noted(self)
+        if lost is not None:  # a later job outside the batch owns the run
+            same = lost.same_job and earlier.spec.id == owner.spec.id
+            return self._debounced(earlier, lost.reason if same else f"job {lost.by} was pushed later")
+        if owner.debounce_registration is not None:  # it registered (it waits, or runs now): they are its
+            if earlier.spec.id == owner.spec.id:
+                return self._debounced(earlier, "another delivery of this job ID owns the run")
+            return self._debounced(earlier, f"job {_shown(owner)} was pushed later")
+        return self._step(_Step(earlier, step.key, registered=False))  # it could not register: each its own way
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
         debounce = delivery.job_type.debounce
         if debounce is None:
             return None
         registered = bool(string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE))
+        if not registered and self._stale([delivery]):
+            return self._skip_superseded(delivery)
         return self._step(_Step(delivery, debounce.key.value(delivery.spec), registered))
+
+    def _stale(self, deliveries: Sequence[Delivery]) -> set[Delivery]:
+        """The deliveries whose root is already superseded (a root the table cannot
+        tell about counts as not superseded: the job goes on, as it would fail open)."""
+        rooted = [d for d in deliveries if d.spec.has_root_job_params()]
+        if not rooted:
+            return set()
+        answers = self._parallel.map(self._is_superseded, rooted)
+        return {delivery for delivery, stale in zip(rooted, answers, strict=True) if stale}
+
+    def _is_superseded(self, delivery: Delivery) -> bool:
+        try:
+            return self._superseded(delivery.spec)
+        except DedupUnavailable as exc:
+            log.warning("root not checked before debounce: %s", exc, extra=delivery.keys)
+            return False
+
+    @staticmethod
+    def _skip_superseded(delivery: Delivery) -> RecordResult:
+        log.info("job skipped (superseded): %s", SUPERSEDED_REASON, extra=delivery.keys)
+        return delivery.result(Outcome.SUPERSEDED, reason=SUPERSEDED_REASON)
 
     def _step(self, step: _Step) -> RecordResult | None:
         delivery = step.delivery
         debounce = delivery.job_type.debounce
         assert debounce is not None
         spec, now = delivery.spec, self._clock.now()
-        ref = job_ref(spec.domain, spec.id)
+        ref, at = job_ref(spec.domain, spec.id), _pushed_at(delivery, now)
         shown = debounce.key.shown(step.key)
         try:
-            if not step.registered:
-                at = _debounce_time(delivery, now)
-                registered = self._windows.register(spec.type, step.key, ref, at, now=now)
+            if step.registered:
+                token = _registration(delivery)
+            else:
+                token = delivery.message_id
+                registered = self._windows.register(spec.type, spec.domain, step.key, ref, token, at, now=now)
                 if isinstance(registered, Debounced):
-                    return self._debounced(delivery, f"job {registered.by} was pushed later")
+                    delivery.note(self, registered)
+                    return self._debounced(delivery, registered.reason)
+                delivery.debounce_registration = token  # its copies carry it (a wait, a hold, a deferral)
                 # never past the window's end: the latest when it comes is back by then, and runs
                 wait_s = min(debounce.wait_s, registered.first_at + debounce.max_wait_s - now)
                 if wait_s >= 1:
-                    attributes = {DEBOUNCE_ATTRIBUTE: string_attribute(repr(at))}
+                    attributes = {DEBOUNCE_ATTRIBUTE: string_attribute(token)}
                     why = f"debounce: waiting {math.ceil(wait_s)} s for later jobs with {shown}"
                     return self._requeue(delivery, math.ceil(wait_s), Outcome.DELAYED, why, attributes)
-            else:
-                at = _registered_at(delivery, now)
-            claimed = self._windows.claim(spec.type, step.key, ref, at, now=now)
+            claimed = self._windows.claim(spec.type, spec.domain, step.key, ref, token, at, now=now)
         except DedupUnavailable as exc:
             log.warning("debounce not checked: %s", exc, extra=delivery.keys)
             if debounce.if_unavailable == "run":
@@ -128,7 +179,10 @@ class DebounceStage(Stage):
                 return None
             return self._hold(delivery, None, f"debounce for {shown} not checked: the jobs table is unavailable")
         if isinstance(claimed, Debounced):
-            return self._debounced(delivery, f"job {claimed.by} was pushed later")
+            delivery.note(self, claimed)
+            return self._debounced(delivery, claimed.reason)
+        # the jobs it debounced, and will while it runs, are owed its run
+        delivery.owes_run, delivery.debounce_registration = True, token
         return None
 
     @staticmethod
@@ -137,29 +191,25 @@ class DebounceStage(Stage):
         return delivery.result(Outcome.DEBOUNCED, reason=why)
 
 
-def _enqueued_at(delivery: Delivery, clock: Clock) -> float:
-    return _debounce_time(delivery, clock.now())
+def _pushed_at(delivery: Delivery, now: float) -> float:
+    """When the job was pushed, as debounce orders jobs (:attr:`Delivery.pushed_at`:
+    capped at what SQS saw, so a producer's fast clock cannot put a job ahead
+    of jobs pushed after it), and never later than now."""
+    pushed = delivery.pushed_at if delivery.pushed_at is not None else delivery.spec.enqueued_at
+    return now if pushed is None else min(pushed, now)
 
 
-def _debounce_time(delivery: Delivery, now: float) -> float:
-    """When the job was pushed, as debounce orders jobs: its enqueue time, but
-    never later than now (a producer's clock may run up to the skew allowed
-    ahead, and a job from the future would debounce every job pushed before it
-    truly was)."""
-    enqueued = delivery.spec.enqueued_at
-    return now if enqueued is None else min(enqueued, now)
-
-
-def _registered_at(delivery: Delivery, now: float) -> float:
-    """The time the job registered with, which its copy carries; a value that
-    does not read, or lies ahead, counts as now (a sender that sets the
-    attribute gains nothing: its job runs unless a later one registered)."""
-    text = string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE)
+def _registration(delivery: Delivery) -> str | None:
+    """The message that registered the job, which its copy names; ``None`` for a
+    copy an older runner sent (it carried a time, or ``1``: the claim then
+    names the job). A sender that sets the attribute gains nothing: its job
+    runs unless a job pushed no earlier registered."""
+    text = string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE) or ""
     try:
-        at = float(text or "")
+        float(text)
     except ValueError:
-        return _debounce_time(delivery, now)
-    return at if math.isfinite(at) and at <= now else _debounce_time(delivery, now)
+        return text or None
+    return None
 
 
 def _shown(delivery: Delivery) -> str:

@@ -103,6 +103,7 @@ class Dedup(Stage):
                 dedup_hash=job.dedup_hash() if ignore_duplicates else None,
                 deliver_once=delivery.job_type.deliver_once,
                 lease_until=self._clock.now() + delivery.remaining_s(delivery.job_type.timeout_s),
+                owes_run=delivery.owes_run,
             )
         except SpecError as exc:  # params that parsed but cannot be hashed (nested too deeply to serialise)
             return self._failures.poison(delivery.record, exc)
