@@ -82,6 +82,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUPERSEDED_REASON = "a newer root job with the same signature was recorded"
+DUPLICATE_REASON = "an identical job started after this one was enqueued, and succeeded"
 
 
 class Verdict(StrEnum):
@@ -322,7 +323,8 @@ class DedupStore:
             if candidate.ignore_duplicates and candidate.dedup_hash is not None:
                 skip = self._claim_duplicate(candidate, admission)
                 if skip is not None:
-                    self._settle_delivery_claim(admission, succeeded=skip.verdict is Verdict.DUPLICATE)
+                    duplicate = skip.verdict is Verdict.DUPLICATE
+                    self._settle_delivery_claim(admission, succeeded=duplicate, duplicate=duplicate)
                     return skip
         except DedupUnavailable as exc:
             self._fail_open(spec, exc, admission)
@@ -425,6 +427,8 @@ class DedupStore:
         if claim.won:
             admission.delivery = ref
             return None
+        if claim.done and claim.duplicate:  # a redelivery of a job skipped as a duplicate is one still
+            return Admission(Verdict.DUPLICATE, DUPLICATE_REASON)
         if claim.done:
             return Admission(Verdict.REDELIVERED, "this job ID already ran to success")
         return Admission(Verdict.DEFER, "this job ID is running elsewhere", self._defer_s(claim, now))
@@ -447,7 +451,7 @@ class DedupStore:
             admission.duplicate_key = key
             return None
         if claim.last_success_start is not None and claim.last_success_start > spec.enqueued_at:
-            return Admission(Verdict.DUPLICATE, "an identical job started after this one was enqueued, and succeeded")
+            return Admission(Verdict.DUPLICATE, DUPLICATE_REASON)
         return Admission(Verdict.DEFER, "an identical job is running", self._defer_s(claim, now))
 
     def _defer_s(self, claim: Claim, now: float) -> int:
@@ -496,10 +500,11 @@ class DedupStore:
         for future in pending:
             future.exception()  # waits; what it raised is the settler's to report
 
-    def _settle_delivery_claim(self, admission: Admission, *, succeeded: bool) -> None:
+    def _settle_delivery_claim(self, admission: Admission, *, succeeded: bool, duplicate: bool = False) -> None:
         if admission.delivery is not None:
+            expires_at = self._expiry(DELIVERY_RECORD_TTL_S)
             self.backend.finish_delivery(
-                admission.delivery, admission.owner, succeeded, self._expiry(DELIVERY_RECORD_TTL_S)
+                admission.delivery, admission.owner, succeeded, expires_at, duplicate=duplicate
             )
 
     # -- records of attempts ---------------------------------------------------------------

@@ -65,7 +65,15 @@ def test_delivery_claims(records: Records) -> None:
     assert records.claim_delivery(JOB, "b", now=102, lease_until=162, expires_at=FAR).won
     records.finish_delivery(JOB, "b", True, FAR)
     done = records.claim_delivery(JOB, "c", now=200, lease_until=260, expires_at=FAR)
-    assert (done.won, done.done) == (False, True)
+    assert (done.won, done.done, done.duplicate) == (False, True, False)
+
+
+def test_a_delivery_claim_says_when_its_job_was_done_as_a_duplicate(records: Records) -> None:
+    # A job skipped as a duplicate is done, but it did not run: a redelivery must not say it ran
+    assert records.claim_delivery(JOB, "a", now=100, lease_until=160, expires_at=FAR).won
+    records.finish_delivery(JOB, "a", True, FAR, duplicate=True)
+    done = records.claim_delivery(JOB, "b", now=200, lease_until=260, expires_at=FAR)
+    assert (done.won, done.done, done.duplicate) == (False, True, True)
 
 
 def test_a_lapsed_delivery_claim_can_be_taken_over(records: Records) -> None:

@@ -12,9 +12,15 @@ of the next SendMessageBatch fail. And what careless or hostile producers do:
 remove-duplicates roots sent by a producer that does not record them; root
 timestamps from the future, null ones, release times in milliseconds, 400-digit
 numbers, a body with its type twice, a body whose type belongs to another
-queue; one job ID reused in two domains and two types; parents that push
-deliver-once children and then fail; and an operator's redrive of a DLQ
-(after deferrals, too). Each job's script says how its attempts go:
+queue; one job ID reused in two domains and two types, or pushed twice
+(a retried request); parents that push deliver-once children and then fail;
+and an operator's redrive of a DLQ, by copy or as SQS's own move task does
+it (a new message that keeps the attributes), after deferrals and holds too.
+Flow control in combination: debounced jobs pushed in bursts in two domains,
+leaves of roots that a newer root supersedes before or while they wait, a
+debounced type that also removes duplicates and delivers once, and
+containers that die holding a concurrency lease, so holds interleave with
+retries. Each job's script says how its attempts go:
 succeed, fail N times then succeed, fail for good, or kill the invocation
 (``testjobs.SimulatedCrash``, a BaseException, after the claims were taken).
 
@@ -32,7 +38,13 @@ accepted from a push:
 - each de-duplication is justified: a duplicate has a twin that started after
   it was enqueued and succeeded; a superseded leaf has a newer root that was
   recorded (pushed through jobkit, or a virtual root) or ran; a redelivery
-  follows a success of the same job;
+  follows a success of the same job; a debounced job's work was done by a run
+  of its type, domain and key that started after it was pushed, or is in the
+  DLQ with a job of its key pushed no earlier (a superseded owner covers
+  nothing);
+- a debounced job pushed once (or twice within the wait) runs at most once;
+- a job dead-lettered as ``held_too_long`` was held back, in holds with
+  nothing between them, for at least its type's ``max_held_s``;
 - a deliver-once child of a parent that failed after pushing it succeeded at
   most once; a redriven job's first run after the redrive is its attempt 1;
 - the outcome matches the script when nothing disturbed the job: a job that
@@ -60,16 +72,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 from ledger import Category, Fate, SentJobs, by_job, fates, key_of, reason
 
-from jobkit import JobSpecification
+from jobkit import JobQueueGroup, JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import load_declaration
 from jobkit.errors import JobKitError, JobQueueError
+from jobkit.flow.leases import Leases
 from jobkit.local import LocalStack
 from jobkit.local.moto_time import has_receivable
 from jobkit.local.stack import ACCOUNT_ID
 from jobkit.ops.redrive import redrive
 from jobkit.ops.scope import resolve_scope
-from jobkit.outcome import Outcome
+from jobkit.outcome import Outcome, RecordResult
 from jobkit.push import derived_job_id
 from jobkit.records import JobRuns
 from jobkit.records.keys import JobRef
@@ -151,6 +164,9 @@ SCRIPTS = st.sampled_from(
     ]
 )
 DELAYS = st.sampled_from([None, None, None, 3, 1000])
+DEBOUNCED = sorted(name for name, t in DECLARATION.types.items() if t.debounce is not None)
+#: The example's own domain, or a second one: debounce windows must not cross them.
+OTHER_DOMAIN = st.booleans()
 
 
 class Harness:
@@ -162,6 +178,10 @@ class Harness:
         testjobs.use_clock(self.clock)
         sqs, dynamodb = self.stack.sqs, self.stack.dynamodb
         self.sent = SentJobs(sqs, key=by_job)
+        # every result, with the (virtual) time the runner reported it: the hold clock's evidence
+        self.timed: list[tuple[float, RecordResult]] = []
+        record = self.stack.results.record
+        self.stack.results.record = lambda result: (self.timed.append((self.clock.now(), result)), record(result))  # type: ignore[method-assign]
         self.last_batch: list[str] = []
         self.received: set[str] = set()
         sqs.meta.events.register("after-call.sqs.ReceiveMessage", self._received)
@@ -233,6 +253,7 @@ class Harness:
         for runner in self.stack.runners.values():
             runner._rng.seed(7)
         self.stack.results.clear()
+        self.timed.clear()
         SCRIPTED.clear()
         self.sent.clear()
         self.received.clear()
@@ -251,7 +272,6 @@ class JobModel(RuleBasedStateMachine):
         h.examples += 1
         self.domain = f"example{h.examples}"
         self.group = h.stack.queue_group(self.domain)
-        self.virtual_roots: list[tuple[str, float]] = []  # (rootJobSignature, timestamp)
         self.lost: set[str] = set()  # jobs with a delivery lost to a crash, a drop or a fault
         self.crashed: set[str] = set()  # jobs whose own script killed an invocation
         self.copied: set[str] = set()
@@ -259,6 +279,8 @@ class JobModel(RuleBasedStateMachine):
         self.bad: set[str] = set()  # bodies a runner must refuse as poison
         self.children: set[str] = set()  # pushed by a parent that may have failed after pushing
         self.redriven: dict[str, float] = {}  # job -> when an operator redrove it
+        self.twice: dict[str, float] = {}  # job ID pushed twice (a retried request) -> seconds between
+        self.virtual_roots: list[tuple[str, str | None, str, float]] = []  # (type, domain, signature, timestamp)
         self.serial = 0
 
     @property
@@ -291,15 +313,74 @@ class JobModel(RuleBasedStateMachine):
     def push_limited(self, key: str, scripts: list[dict[str, Any]]) -> None:
         self._push([JobSpecification("limited", {"key": key, "script": s, "n": n}) for n, s in enumerate(scripts)])
 
-    @rule(key=st.sampled_from(["a", "b"]), scripts=st.lists(SCRIPTS, min_size=1, max_size=3), gap=st.integers(0, 4))
-    def push_debounced(self, key: str, scripts: list[dict[str, Any]], gap: int) -> None:
+    def _group(self, other_domain: bool) -> JobQueueGroup:
+        return self.h.stack.queue_group(f"{self.domain}b") if other_domain else self.group
+
+    @rule(
+        job_type=st.sampled_from(DEBOUNCED),
+        key=st.sampled_from(["a", "b"]),
+        scripts=st.lists(SCRIPTS, min_size=1, max_size=3),
+        gap=st.integers(0, 4),
+        other_domain=st.lists(OTHER_DOMAIN, min_size=3, max_size=3),
+    )
+    def push_debounced(
+        self, job_type: str, key: str, scripts: list[dict[str, Any]], gap: int, other_domain: list[bool]
+    ) -> None:
+        # a burst, each job in this example's domain or a second one
         for n, script in enumerate(scripts):
-            self._push([JobSpecification("debounced", {"key": key, "script": script, "n": n})])
+            group = self._group(other_domain[n])
+            self.h.jobs += 1
+            with contextlib.suppress(JobQueueError):
+                group.push([JobSpecification(job_type, {"key": key, "script": script, "n": n})])
             self.clock.advance(gap)
 
-    @rule(script=SCRIPTS, delay=DELAYS)
-    def push_once(self, script: dict[str, Any], delay: int | None) -> None:
-        self._push([JobSpecification("once", {"script": script}, delay=delay)])
+    @rule(
+        job_type=st.sampled_from(DEBOUNCED),
+        key=st.sampled_from(["a", "b"]),
+        signature=st.sampled_from(["t1", "t2"]),
+        ages=st.lists(st.sampled_from([0, 2, 20]), min_size=1, max_size=3),
+        root_first=st.booleans(),
+        recorded=st.sampled_from(["no", "before", "while they wait"]),
+        script=SCRIPTS,
+        other_domain=OTHER_DOMAIN,
+    )
+    def push_debounced_leaves(
+        self,
+        job_type: str,
+        key: str,
+        signature: str,
+        ages: list[int],
+        root_first: bool,
+        recorded: str,
+        script: dict[str, Any],
+        other_domain: bool,
+    ) -> None:
+        # Leaves of one template's edits, a second apart, for one page: some of
+        # roots older than one recorded before them, or recorded while they wait
+        # in their window (or the first one a root job, which records itself)
+        group = self._group(other_domain)
+        now = self.clock.now()
+        if recorded == "before":
+            self._record_root(group, job_type, signature, now - 5)
+        for n, age in enumerate(ages):
+            params = new_root_job_params(signature, now - age)
+            if not (root_first and n == 0):
+                del params["rootJobIsSelf"]
+            self.h.jobs += 1
+            with contextlib.suppress(JobQueueError):
+                group.push([JobSpecification(job_type, {"key": key, "script": script, "n": n, **params})])
+            self.clock.advance(1)
+        if recorded == "while they wait":
+            self.poll()
+            self._record_root(group, job_type, signature, self.clock.now())
+
+    def _record_root(self, group: JobQueueGroup, job_type: str, signature: str, timestamp: float) -> None:
+        params = new_root_job_params(signature, timestamp)
+        try:
+            group.deduplicate_root_job(JobSpecification(job_type, params))
+        except JobKitError:
+            return  # the store was down: nothing was recorded
+        self.virtual_roots.append((job_type, group.domain, params["rootJobSignature"], timestamp))
 
     @rule(key=st.sampled_from(["r1", "r2"]), leaves=st.integers(0, 3), script=SCRIPTS, leaf_script=SCRIPTS)
     def push_root(self, key: str, leaves: int, script: dict[str, Any], leaf_script: dict[str, Any]) -> None:
@@ -312,15 +393,11 @@ class JobModel(RuleBasedStateMachine):
         root = {k: v for k, v in new_root_job_params(key, self.clock.now() - age).items() if k != "rootJobIsSelf"}
         self._push([JobSpecification("leaf", {"n": n, **root}) for n in range(count)])
 
-    @rule(key=st.sampled_from(["r1", "r2"]))
-    def record_virtual_root(self, key: str) -> None:
+    @rule(job_type=st.sampled_from(["leaf", *DEBOUNCED]), key=st.sampled_from(["r1", "r2", "t1", "t2"]))
+    def record_virtual_root(self, job_type: str, key: str) -> None:
+        # a newer root, recorded while older leaves wait (in a debounce window, or in the queue)
         self.clock.advance(1)
-        params = new_root_job_params(key, self.clock.now())
-        try:
-            self.group.deduplicate_root_job(JobSpecification("leaf", params))
-        except JobKitError:
-            return  # the store was down: nothing was recorded
-        self.virtual_roots.append((params["rootJobSignature"], params["rootJobTimestamp"]))
+        self._record_root(self.group, job_type, key, self.clock.now())
 
     # -- what careless and hostile producers send ----------------------------------------
 
@@ -369,6 +446,22 @@ class JobModel(RuleBasedStateMachine):
         self._push([JobSpecification("once", {"script": script}, id=job_id, domain=f"{self.domain}b")])
         self._push([JobSpecification("plain", {"script": script}, id=job_id)])
 
+    @rule(job_type=st.sampled_from(["plain", "limited", *DEBOUNCED]), script=SCRIPTS, gap=st.integers(0, 2))
+    def push_one_id_twice(self, job_type: str, script: dict[str, Any], gap: int) -> None:
+        # a retried request: the same job ID pushed again (within a debounce wait)
+        spec = JobSpecification(job_type, {"key": "a", "script": script}, id=self._new_id("again"))
+        self._push([spec])
+        self.clock.advance(gap)
+        self._push([spec])
+        self.twice[by_job(job_type, self.domain, spec.id)] = gap
+
+    @rule(key=st.sampled_from(["a", "b"]), seconds=st.sampled_from([5, 30, 90]))
+    def a_container_dies_holding_a_lease(self, key: str, seconds: int) -> None:
+        # its lease keeps the key full until its deadline: jobs are held back, between their retries too
+        now = self.clock.now()
+        with contextlib.suppress(JobKitError):
+            Leases(self.h.stack.records.table).acquire("limited", f"={key}", 1, now=now, until=now + seconds)
+
     @rule(count=st.integers(1, 3), fail_after=st.sampled_from([[], [1], [1, 2]]), child_script=SCRIPTS)
     def push_a_parent(self, count: int, fail_after: list[int], child_script: dict[str, Any]) -> None:
         script = {"children": {"type": "once", "count": count}, "fail_after_push": fail_after}
@@ -394,6 +487,27 @@ class JobModel(RuleBasedStateMachine):
             key = key_of(message["Body"], by_job)
             if key is not None:
                 self.redriven[key] = self.clock.now()
+
+    @rule(queue=st.sampled_from(QUEUES))
+    def redrive_a_dlq_natively(self, queue: str) -> None:
+        # What SQS's StartMessageMoveTask does (moto in-process lacks it): each dead
+        # letter becomes a new message on the queue, with the attributes it had
+        dlq, url = self.h.queue_url(queue, dlq=True), self.h.queue_url(queue)
+        sqs = self.h.stack.sqs
+        with contextlib.suppress(ClientError):  # an injected fault: what was not moved stays in the DLQ
+            while messages := sqs.receive_message(
+                QueueUrl=dlq, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=0
+            ).get("Messages", []):
+                for message in messages:
+                    sqs.send_message(
+                        QueueUrl=url,
+                        MessageBody=message["Body"],
+                        MessageAttributes=message.get("MessageAttributes", {}),
+                    )
+                    key = key_of(message["Body"], by_job)
+                    if key is not None:
+                        self.redriven[key] = self.clock.now()
+                    sqs.delete_message(QueueUrl=dlq, ReceiptHandle=message["ReceiptHandle"])
 
     # -- running ----------------------------------------------------------------------------
 
@@ -534,7 +648,7 @@ class JobModel(RuleBasedStateMachine):
             if fate.dead_and_done:
                 # Two deliveries, each ending its own way (one dead-lettered, one
                 # run or de-duplicated later): only if the model made a second one.
-                allowed = disturbed | self.copied | self.children | set(self.redriven)
+                allowed = disturbed | self.copied | self.children | set(self.redriven) | set(self.twice)
                 assert key in allowed, f"dead-lettered although done: {fate.describe()}"
             for message in fate.dead_letters:
                 self._check_dead_letter(message, fate, disturbed)
@@ -542,6 +656,8 @@ class JobModel(RuleBasedStateMachine):
                 self._check_script(spec, fate)
         self._check_duplicates(evidence)
         self._check_debounces(evidence)
+        self._check_debounced_run_once(evidence)
+        self._check_holds()
         self._check_supersessions()
         self._check_redeliveries(evidence)
         self._check_release_times()
@@ -589,7 +705,7 @@ class JobModel(RuleBasedStateMachine):
         if fate.category in (Category.DUPLICATE, Category.SUPERSEDED, Category.DEBOUNCED):
             return
         reasons = {reason(m).get("jobkit.reason") for m in fate.dead_letters}
-        again = self.lost | self.copied | self.crashed | self.children | set(self.redriven)
+        again = self.lost | self.copied | self.crashed | self.children | set(self.redriven) | set(self.twice)
         if reasons == {"held_too_long"}:
             # it may have failed attempts before it was held; it never succeeded
             assert not fate.succeeded or fate.key in again, f"held too long, yet succeeded: {fate.describe()}"
@@ -632,27 +748,86 @@ class JobModel(RuleBasedStateMachine):
                 )
 
     def _check_debounces(self, evidence: dict[str, Fate]) -> None:
-        """A debounced job has a job with its type and key, enqueued no earlier
-        (give or take a push's retries), that owns the run: it ran, or was
-        de-duplicated or dead-lettered for its own reason."""
+        """A debounced job's reason is true: it names a job of its type, domain and
+        key, pushed no earlier, that covers it: that job ran after it was pushed,
+        or is dead-lettered (its failure stands for both), or is a duplicate of
+        a run of the key after it, or was debounced in turn by a job that covers
+        it. An owner that was superseded, or never ran, covers nothing."""
         sent = self.h.sent.specs
+        pushed = self.h.sent.enqueue_times
+        debounced_by: dict[str, set[str]] = {}
         for result in self.h.stack.results.results:
-            if result.outcome is not Outcome.DEBOUNCED:
+            if result.outcome is Outcome.DEBOUNCED:
+                job = by_job(result.job_type, result.domain, result.job_id or "")
+                debounced_by.setdefault(job, set()).add(self._owner(result))
+
+        def window(key: str) -> tuple[str, str | None, Any]:
+            spec = sent[key]
+            return spec.type, spec.domain, spec.params.get("key")
+
+        def runs_after(key: str, at: float) -> bool:
+            return any(run.started_at >= at for run in evidence[key].runs)
+
+        def covers(owner: str, job: str, at: float, seen: set[str]) -> bool:
+            if owner not in sent or window(owner) != window(job) or max(pushed[owner]) < at:
+                return False  # another type, domain or key, or pushed before the job it debounced
+            fate = evidence[owner]
+            if runs_after(owner, at) or fate.dead_letters:
+                return True
+            if fate.deduplicated and any(runs_after(k, at) for k in sent if window(k) == window(job)):
+                return True  # a twin of its key ran after
+            seen = seen | {owner}
+            return any(covers(next_owner, job, at, seen) for next_owner in debounced_by.get(owner, set()) - seen)
+
+        for job, owners in debounced_by.items():
+            at = min(pushed[job])
+            assert any(covers(owner, job, at, {job} - {owner}) for owner in owners), (
+                f"debounced by {owners}, which did not run for it: {evidence[job].describe()}; "
+                + "; ".join(evidence[o].describe() for o in owners if o in evidence)
+            )
+
+    @staticmethod
+    def _owner(result: RecordResult) -> str:
+        """The job a debounced result names as its owner (by type, domain and ID)."""
+        reason = result.reason or ""
+        if reason.startswith("another delivery of this job"):
+            return by_job(result.job_type, result.domain, result.job_id or "")
+        named = reason.removeprefix("job ").removesuffix(" was pushed later")
+        domain, _, job_id = named.rpartition("/") if "/" in named else ("", "", named)
+        return by_job(result.job_type, domain or None, job_id)
+
+    def _check_debounced_run_once(self, evidence: dict[str, Fate]) -> None:
+        """Of the jobs of one key pushed within the wait, one runs: a debounced job
+        pushed once, or twice within the wait, succeeded at most once (unless the
+        model itself delivered it again)."""
+        again = self.lost | self.copied | self.crashed | set(self.redriven)
+        for key, spec in self.h.sent.specs.items():
+            if spec.type not in DEBOUNCED or key in again or self.twice.get(key, 0) >= 3:
                 continue
-            job = by_job(result.job_type, result.domain, result.job_id or "")
-            spec, enqueued = sent[job], min(self.h.sent.enqueue_times[job])
-            owners = [
-                fate.describe()
-                for key, other in sent.items()
-                if other.type == spec.type  # (another delivery of the job itself may be what ran)
-                and other.params.get("key") == spec.params.get("key")
-                # a copy of a job sent later counts from its send (SQS's SentTimestamp), as the runner sees it
-                and (max(self.h.sent.enqueue_times[key]) >= enqueued - 30 or key in self.copied)
-                # it ran, or ended for a reason of its own (a delivery of it may be debounced too)
-                and ((fate := evidence[key]).runs or fate.dead_letters or fate.category is not Category.DEBOUNCED)
-                and fate.category is not Category.LOST
-            ]
-            assert owners, f"debounced with no later job of its key that owns the run: {evidence[job].describe()}"
+            successes = [run for run in evidence[key].runs if run.outcome == "succeeded"]
+            assert len(successes) <= 1, f"a debounced job ran twice: {evidence[key].describe()}"
+
+    def _check_holds(self) -> None:
+        """A job dead-lettered as held_too_long was held back, in holds with
+        nothing between them (no run, no other outcome), for max_held_s."""
+        timeline: dict[str, list[tuple[float, RecordResult]]] = {}
+        for at, result in self.h.timed:
+            timeline.setdefault(by_job(result.job_type, result.domain, result.job_id or ""), []).append((at, result))
+        for key, events in timeline.items():
+            if key in self.copied | self.twice.keys() | self.lost | self.crashed:
+                continue  # two messages of one job hold back apart; a batch that died reported no holds
+            for index, (at, result) in enumerate(events):
+                if result.outcome is not Outcome.DEAD_LETTERED or "HeldTooLong" not in (result.error or ""):
+                    continue
+                since = at
+                for earlier_at, earlier in reversed(events[:index]):
+                    if earlier.outcome is not Outcome.LIMITED:
+                        break
+                    since = earlier_at
+                limit = DECLARATION.types[result.job_type].max_held_s
+                assert at - since >= limit, (
+                    f"held_too_long after {at - since:.0f} s held: {[(t, r.outcome, r.error) for t, r in events]}"
+                )
 
     def _check_supersessions(self) -> None:
         """A superseded job has a newer root timestamp of the same type, domain and
@@ -668,7 +843,7 @@ class JobModel(RuleBasedStateMachine):
             and key not in self.bad
             and (key in ran or (s.is_root_job() and key not in self.foreign))
         ]
-        roots += [("leaf", self.domain, signature, timestamp) for signature, timestamp in self.virtual_roots]
+        roots += self.virtual_roots
         for result in self.h.stack.results.results:
             if result.outcome is Outcome.SUPERSEDED:
                 spec = sent[by_job(result.job_type, result.domain, result.job_id or "")]

@@ -60,7 +60,8 @@ class Claim:
     holder: str | None = None  # the owner token of a live claim
     lease_until: float | None = None  # when that live claim lapses
     last_success_start: float | None = None  # duplicate claims: start of the last successful run
-    done: bool = False  # delivery claims: the job already ran to success
+    done: bool = False  # delivery claims: the job already ran to success (or was a duplicate)
+    duplicate: bool = False  # delivery claims: done because it was skipped as a duplicate, not run
 
 
 #: The error class of the failure record the deadline watchdog writes.

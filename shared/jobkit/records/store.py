@@ -126,10 +126,15 @@ class Records:
             return _lost_claim(lost.item or {})
         return Claim(True)
 
-    def finish_delivery(self, ref: JobRef, owner: str, succeeded: bool, expires_at: int) -> None:
-        """Mark the job done on success; release the owner's claim otherwise."""
+    def finish_delivery(
+        self, ref: JobRef, owner: str, succeeded: bool, expires_at: int, *, duplicate: bool = False
+    ) -> None:
+        """Mark the job done on success (or, with ``duplicate``, done because it was
+        skipped as a duplicate of a twin's successful run: a redelivery then says
+        so, not that it ran); release the owner's claim otherwise."""
         if succeeded:
-            self.table.update(_delivery_key(ref), {"state": "done", "expires_at": expires_at}, ("lease_until",))
+            done: Item = {"state": "done", "expires_at": expires_at, "ended": "duplicate" if duplicate else "ran"}
+            self.table.update(_delivery_key(ref), done, ("lease_until",))
         else:
             self.table.delete(_delivery_key(ref), Equals("owner", owner))
 
@@ -274,6 +279,7 @@ def _lost_claim(item: Item) -> Claim:
         lease_until=_number(item, "lease_until"),
         last_success_start=_number(item, "last_success_start"),
         done=item.get("state") == "done",
+        duplicate=item.get("ended") == "duplicate",
     )
 
 
