@@ -27,6 +27,7 @@ from jobkit.spec import new_root_job_params
 
 import testjobs
 from conftest import FIXTURES, START
+from faults import SQS_THROTTLE, FailCalls
 from testjobs import SCRIPTED
 
 
@@ -133,6 +134,49 @@ def test_a_window_owner_superseded_while_it_waits_still_runs_for_the_jobs_it_deb
     # does not cover the plain job's work
     assert final(rel, plain.id).outcome is Outcome.DEBOUNCED
     assert runs(leaf.id) == 1, [(r.job_id, r.outcome, r.reason) for r in rel.results.results]
+
+
+def test_a_window_owner_whose_wait_was_never_sent_still_runs_for_the_jobs_it_debounced(rel: LocalStack) -> None:
+    # Given a plain job for Paris, registered and waiting; then a leaf of root R1 for Paris
+    # that takes the window, but the send of its wait fails (it will be delivered again)
+    group = rel.queue_group("enwiki")
+    plain = JobSpecification("debounced", {"key": "Paris"})
+    group.push(plain)
+    rel.drain(until=START + 0.5)
+    rel.clock.advance(1)
+    leaf = JobSpecification("debounced", leaf_params("tpl", START - 20, key="Paris"))
+    group.push(leaf)
+    resend = FailCalls(rel.sqs, "sqs.SendMessage", code=SQS_THROTTLE[0], status=SQS_THROTTLE[1], times=10)
+    rel.drain(until=START + 2)
+    resend.remove()
+    assert resend.failed_calls, "the leaf's wait was not sent"
+    # When a newer root R2 is recorded before the leaf comes back
+    assert group.deduplicate_root_job(JobSpecification("debounced", new_root_job_params("tpl", START - 5)))
+    rel.drain()
+    # Then the plain job was debounced by the leaf, and the leaf ran: it had taken the window
+    outcomes = [(r.job_id, r.outcome, r.reason) for r in rel.results.results]
+    assert final(rel, plain.id).outcome is Outcome.DEBOUNCED, outcomes
+    assert runs(leaf.id) == 1, outcomes
+
+
+def test_a_stale_leaf_delivered_again_does_not_take_the_window(rel: LocalStack) -> None:
+    # Given a newer root's leaf for Paris waiting in its window, and a stale leaf whose
+    # first delivery died before it reached the window (an invocation killed early)
+    group = rel.queue_group("enwiki")
+    assert group.deduplicate_root_job(JobSpecification("debounced", new_root_job_params("tpl", START - 10)))
+    newer = JobSpecification("debounced", leaf_params("tpl", START - 10, key="Paris"))
+    group.push(newer)
+    rel.drain(until=START + 0.5)
+    rel.clock.advance(1)
+    stale = JobSpecification("debounced", leaf_params("tpl", START - 20, key="Paris"))
+    group.push(stale)
+    url = rel.queue_url("debounced")
+    assert rel.sqs.receive_message(QueueUrl=url, VisibilityTimeout=1).get("Messages")  # received, never reported
+    rel.clock.advance(2)
+    rel.drain()
+    # Then the stale leaf is superseded on its second delivery, and the newer leaf runs
+    assert final(rel, stale.id).outcome is Outcome.SUPERSEDED
+    assert (runs(newer.id), runs(stale.id)) == (1, 0), [(r.job_id, r.outcome, r.reason) for r in rel.results.results]
 
 
 # -- ordering uses the time a job was pushed, whatever copy carries it ------------------------------------

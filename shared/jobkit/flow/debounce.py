@@ -100,6 +100,27 @@ class DebounceWindows:
         first_at = (item or {}).get("first_at")
         return Registered(float(first_at) if _is_number(first_at) else pushed_at)  # type: ignore[arg-type]
 
+    def registered_again(
+        self, job_type: str, domain: str | None, key: str, token: str, *, now: float
+    ) -> Registered | None:
+        """Whether the message ``token`` is still its window's latest, for a
+        delivery of it that must not take the window afresh (its root has been
+        superseded since it registered): it registered on an earlier delivery
+        whose wait was never sent (a crashed invocation, a failed send), and the
+        jobs it debounced since count on its run. ``None``: it is not the latest."""
+        try:
+            item = self._table.update(
+                _window(job_type, domain, key),
+                {"expires_at": int(now) + IDLE_TTL_S},
+                when=Equals("token", token),
+                want_old=False,
+                want_new=True,
+            )
+        except ConditionFailed:
+            return None
+        first_at = (item or {}).get("first_at")
+        return Registered(float(first_at) if _is_number(first_at) else now)  # type: ignore[arg-type]
+
     def claim(
         self, job_type: str, domain: str | None, key: str, ref: str, token: str | None, pushed_at: float, *, now: float
     ) -> Run | Debounced:

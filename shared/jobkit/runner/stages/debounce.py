@@ -15,7 +15,10 @@ A job is only debounced by a job that will run, or end for a reason that
 covers it too: a job whose root is already superseded is skipped as
 superseded before it can register (it never takes a window), and a job that
 took its window runs even if a newer root is recorded while it waits
-(:attr:`Delivery.owes_run`): the jobs it debounced are owed that run.
+(:attr:`Delivery.owes_run`): the jobs it debounced are owed that run. So
+does a job that took its window on a delivery whose wait was never sent (the
+invocation died, or the send failed): delivered again after its root was
+superseded, it keeps the window it holds, and only that.
 
 When the jobs table cannot be reached, the type's ``if_unavailable`` decides:
 ``run`` (the default: the job runs, undebounced) or ``defer``.
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 
 from jobkit.clock import Clock
 from jobkit.dedup import SUPERSEDED_REASON
-from jobkit.flow.debounce import Debounced, DebounceWindows, job_ref
+from jobkit.flow.debounce import Debounced, DebounceWindows, Registered, job_ref
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.parallel import Parallel
 from jobkit.records import DedupUnavailable
@@ -56,6 +59,7 @@ class _Step:
     delivery: Delivery
     key: str
     registered: bool  # it came back from its wait: it claims the run
+    stale: bool = False  # its root is superseded: it may only keep a window it already took
 
 
 class DebounceStage(Stage):
@@ -91,7 +95,11 @@ class DebounceStage(Stage):
         stale = self._stale([deliveries[i] for indexes in newcomers.values() for i in indexes])
         for (_, _, key), indexes in newcomers.items():
             for index in indexes:
-                if deliveries[index] in stale:  # it never takes the window
+                if deliveries[index] not in stale:
+                    continue
+                if deliveries[index].receive_count > 1:  # an earlier delivery may have taken the window
+                    steps.append(([index], _Step(deliveries[index], key, registered=False, stale=True)))
+                else:  # it never takes the window
                     answers[index] = self._skip_superseded(deliveries[index])
             fresh = [i for i in indexes if deliveries[i] not in stale]
             if fresh:  # the one pushed last registers for all of them (the batch's order breaks ties)
@@ -123,9 +131,10 @@ class DebounceStage(Stage):
         if debounce is None:
             return None
         registered = bool(string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE))
-        if not registered and self._stale([delivery]):
+        stale = not registered and bool(self._stale([delivery]))
+        if stale and delivery.receive_count == 1:
             return self._skip_superseded(delivery)
-        return self._step(_Step(delivery, debounce.key.value(delivery.spec), registered))
+        return self._step(_Step(delivery, debounce.key.value(delivery.spec), registered, stale))
 
     def _stale(self, deliveries: Sequence[Delivery]) -> set[Delivery]:
         """The deliveries whose root is already superseded (a root the table cannot
@@ -160,7 +169,13 @@ class DebounceStage(Stage):
                 token = _registration(delivery)
             else:
                 token = delivery.message_id
-                registered = self._windows.register(spec.type, spec.domain, step.key, ref, token, at, now=now)
+                if step.stale:  # superseded since: it runs only if an earlier delivery of it took the window
+                    again = self._windows.registered_again(spec.type, spec.domain, step.key, token, now=now)
+                    if again is None:
+                        return self._skip_superseded(delivery)
+                    registered: Registered | Debounced = again
+                else:
+                    registered = self._windows.register(spec.type, spec.domain, step.key, ref, token, at, now=now)
                 if isinstance(registered, Debounced):
                     delivery.note(self, registered)
                     return self._debounced(delivery, registered.reason)
