@@ -18,9 +18,10 @@ and an operator's redrive of a DLQ, by copy or as SQS's own move task does
 it (a new message that keeps the attributes), after deferrals and holds too.
 Flow control in combination: debounced jobs pushed in bursts in two domains,
 leaves of roots that a newer root supersedes before or while they wait, a
-debounced type that also removes duplicates and delivers once, and
+debounced type that also removes duplicates and delivers once, leaves
+whose wait SQS refuses to take before their root is superseded, and
 containers that die holding a concurrency lease, so holds interleave with
-retries. Each job's script says how its attempts go:
+retries (and a job is held, runs and fails, and is held again). Each job's script says how its attempts go:
 succeed, fail N times then succeed, fail for good, or kill the invocation
 (``testjobs.SimulatedCrash``, a BaseException, after the claims were taken).
 
@@ -345,6 +346,7 @@ class JobModel(RuleBasedStateMachine):
         recorded=st.sampled_from(["no", "before", "while they wait"]),
         script=SCRIPTS,
         other_domain=OTHER_DOMAIN,
+        wait_lost=st.booleans(),
     )
     def push_debounced_leaves(
         self,
@@ -356,6 +358,7 @@ class JobModel(RuleBasedStateMachine):
         recorded: str,
         script: dict[str, Any],
         other_domain: bool,
+        wait_lost: bool,
     ) -> None:
         # Leaves of one template's edits, a second apart, for one page: some of
         # roots older than one recorded before them, or recorded while they wait
@@ -373,6 +376,8 @@ class JobModel(RuleBasedStateMachine):
                 group.push([JobSpecification(job_type, {"key": key, "script": script, "n": n, **params})])
             self.clock.advance(1)
         if recorded == "while they wait":
+            if wait_lost:  # SQS refuses the send of a wait: the leaf comes back as it was first delivered
+                self.h.faults["SendMessage to re-enqueue"].remaining = 1
             self.poll()
             self._record_root(group, job_type, signature, self.clock.now())
 
@@ -463,6 +468,23 @@ class JobModel(RuleBasedStateMachine):
         now = self.clock.now()
         with contextlib.suppress(JobKitError):
             Leases(self.h.stack.records.table).acquire("limited", f"={key}", 1, now=now, until=now + seconds)
+
+    @rule(first=st.sampled_from([30, 45]), second=st.sampled_from([30, 45]))
+    def hold_between_retries(self, first: int, second: int) -> None:
+        # A job held back, then run and failed, then held back again on its retry:
+        # each hold is shorter than max_held_s (60 s), the two together longer
+        spec = JobSpecification("limited", {"key": "c", "script": {"fail": 1}, "n": self._new_id("held")})
+        leases = Leases(self.h.stack.records.table)
+        with contextlib.suppress(JobKitError):
+            leases.acquire("limited", "=c", 1, now=self.clock.now(), until=self.clock.now() + first)
+        self._push([spec])
+        for _ in range(first // 5 + 4):
+            if any(run.job_id == spec.id for run in SCRIPTED):
+                break
+            self.clock.advance(5)
+            self.poll()
+        with contextlib.suppress(JobKitError):
+            leases.acquire("limited", "=c", 1, now=self.clock.now(), until=self.clock.now() + second)
 
     @rule(count=st.integers(1, 3), fail_after=st.sampled_from([[], [1], [1, 2]]), child_script=SCRIPTS)
     def push_a_parent(self, count: int, fail_after: list[int], child_script: dict[str, Any]) -> None:
