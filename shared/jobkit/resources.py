@@ -22,6 +22,14 @@ RUNTIME = "python3.12"
 ARCHITECTURE = "arm64"
 #: The runner functions' handler, in the jobkit layer; their own code is the app's job package.
 HANDLER = "jobkit.handler.handler"
+#: Lambda's recursive loop detection for the runners. jobkit chains SQS sends
+#: on purpose (a delay over 15 minutes hops every 900 s, a recursive fan-out
+#: pushes its remnant to its own queue, deferrals, holds and debounce waits
+#: re-send a job), and with Lambda's default, ``Terminate``, such a chain stops
+#: at about its 16th round: the message reaches the DLQ through the redrive
+#: policy with no reason. Each chain ends by itself (a release time, a fan-out's
+#: last page, ``max_held_s``), and every re-send counts toward a limit.
+RUNNER_RECURSIVE_LOOP = "Allow"
 
 #: The name prefix of a deployment (a stage), which starts every resource name, and what it may be.
 DEFAULT_PREFIX = "jobkit"

@@ -22,6 +22,7 @@ from jobkit.local.cloudformation import load_template, translate
 from jobkit.outcome import Outcome
 from jobkit.records.keys import Kind, partition_key
 from jobkit.template import LOG_RETENTION_DAYS, build, load_extra, logical_id, render
+from jobkit.template.naming import QueueIds
 
 from conftest import FIXTURES, ROOT, START
 
@@ -251,6 +252,20 @@ def test_the_template_stack_and_the_local_stack_agree(
         assert (queue_settings(direct), table_settings(direct)) == from_template
     assert from_template[1]["TTL"] == ("ENABLED", "expires_at")
     assert from_template[0]["jobkit-refreshLinks"]["deadLetterTarget"] == "jobkit-refreshLinks-dlq"
+
+
+def test_every_runner_allows_its_chains_and_alarms_if_lambda_drops_them(
+    template_stack: LocalStack, translated: dict[str, Any], example_declaration: Declaration
+) -> None:
+    # Lambda's recursive loop detection would stop delay hops and fan-outs at their 16th round
+    for queue in example_declaration.queues:
+        ids = QueueIds(queue)
+        assert translated["Resources"][ids.runner]["Properties"]["RecursiveLoop"] == "Allow"
+        alarm = translated["Resources"][ids.recursion_alarm]["Properties"]
+        assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/Lambda", "RecursiveInvocationsDropped")
+        assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": ids.runner}}]
+        # the local stack deployed from the template takes its setting from it
+        assert template_stack.mappings[queue].recursion.recursive_loop == "Allow"
 
 
 def test_the_template_stack_has_expiring_log_groups_and_a_producer_policy(template_stack: LocalStack) -> None:

@@ -10,7 +10,11 @@ It does what the AWS poller does for a function with ReportBatchItemFailures:
   ``itemIdentifier``, as a failure of the whole batch (AWS does the same);
 - survive SQS errors as the poller does: a failed ReceiveMessage is tried
   again (the poller never stops polling), and a failed delete leaves the
-  messages to reappear after their visibility timeout (at-least-once).
+  messages to reappear after their visibility timeout (at-least-once);
+- with a :class:`~jobkit.local.recursion.RecursionGuard`, not invoke the
+  function with a message of a chain that has invoked it 16 times, when its
+  ``RecursiveLoop`` is ``Terminate``: the message reappears after its
+  visibility timeout, and goes to the DLQ after ``maxReceiveCount`` receives.
 
 Redrive to the DLQ at ``maxReceiveCount`` is SQS's job, and moto does it.
 """
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.local.lambda_context import FakeLambdaContext
+from jobkit.local.recursion import RecursionGuard
 from jobkit.sqs import delete_in_chunks, new_messages, receive_messages
 
 if TYPE_CHECKING:
@@ -60,6 +65,7 @@ class EventSourceMapping:
         clock: Clock | None = None,
         region: str = "us-east-1",
         receivable: Callable[[], bool] | None = None,
+        recursion: RecursionGuard | None = None,
     ) -> None:
         self.queue_url = queue_url
         self.queue_arn = queue_arn
@@ -72,6 +78,7 @@ class EventSourceMapping:
         self._clock = clock or SystemClock()
         self._region = region
         self._receivable = receivable
+        self.recursion = recursion or RecursionGuard(function_name, "Allow")
         self.invocations = 0
         self.receive_errors = 0  # failed ReceiveMessage calls (retried)
         self.delete_errors = 0  # messages whose delete failed (they are delivered again)
@@ -87,6 +94,17 @@ class EventSourceMapping:
         """Invoke the handler with messages already received (ReceiveMessage shape),
         then delete the ones it did not report as failed. Calling it twice with
         the same messages is SQS delivering them twice. Returns the batch size."""
+        received = len(messages)
+        messages, stopped = self.recursion.admit(messages)
+        if stopped:  # left in flight: they reappear after their visibility timeout
+            log.warning(
+                "%d message(s) not delivered to %s: a recursive loop (RecursiveLoop: %s)",
+                len(stopped),
+                self._function_name,
+                self.recursion.recursive_loop,
+            )
+        if not messages:
+            return received
         event = sqs_event(messages, self.queue_arn, self._region)
         context = FakeLambdaContext(
             function_name=self._function_name,
@@ -97,16 +115,17 @@ class EventSourceMapping:
         )
         self.invocations += 1
         try:
-            response = self._handler(event, context)
+            with self.recursion.invocation(messages):
+                response = self._handler(event, context)
         except Exception:
             log.exception("handler raised: the whole batch of %d returns to the queue", len(messages))
-            return len(messages)
+            return received
         failed = self._failed_ids(response, {m["MessageId"] for m in messages})
         if failed is None:
             log.error("handler returned an invalid batchItemFailures response: the whole batch fails")
-            return len(messages)
+            return received
         self._delete([m for m in messages if m["MessageId"] not in failed])
-        return len(messages)
+        return received
 
     def _receive(self) -> list[MessageTypeDef]:
         failures = 0

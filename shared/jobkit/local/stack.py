@@ -53,11 +53,14 @@ from jobkit.local.moto_time import (
     serial_dynamodb,
 )
 from jobkit.local.provision import provision_queues, provision_table
+from jobkit.local.recursion import TERMINATE, RecursionGuard, stamp_sends
 from jobkit.local.results import MetricsPublisher, ResultLog, Tee
 from jobkit.local.scheduler import LocalScheduler
 from jobkit.local.server import serving_aws
+from jobkit.local.sqs_rules import sqs_rules
 from jobkit.push import JobQueueGroup
 from jobkit.registry import JobRegistry
+from jobkit.resources import RUNNER_RECURSIVE_LOOP
 from jobkit.runner import Runner
 from jobkit.sqs import new_messages, receive_messages
 from jobkit.wiring import AwsClients, Wiring
@@ -94,6 +97,10 @@ class LocalStack:
             emulated CloudWatch every few seconds of the clock, as AWS would
             (:class:`~jobkit.local.results.MetricsPublisher`), so the ops
             views show rates, pickup delays and ages.
+        recursive_loop: the runners' ``RecursiveLoop`` setting, as deployed
+            (default: the template's, or what the ``template`` given says);
+            ``"Terminate"`` shows what Lambda's recursive loop detection does
+            to a stack without it (:mod:`jobkit.local.recursion`).
     """
 
     def __init__(
@@ -111,6 +118,7 @@ class LocalStack:
         registry: JobRegistry | None = None,
         template: Path | None = None,
         publish_metrics: bool = False,
+        recursive_loop: str | None = None,
     ) -> None:
         self.declaration = declaration
         self.clock = clock or SystemClock()
@@ -131,6 +139,9 @@ class LocalStack:
         self.runners: dict[str, Runner] = {}
         self.scheduler: LocalScheduler | None = None  # the declaration's schedules, on the stack's clock
         self._publish_metrics = publish_metrics
+        self._recursive_loop: dict[str, str] = {}
+        if recursive_loop is not None:
+            self._recursive_loop = dict.fromkeys(declaration.queues, recursive_loop)
         self._sent = SentCounts()
         #: Set with ``publish_metrics``; :meth:`MetricsPublisher.publish` publishes at once.
         self.metrics_publisher: MetricsPublisher | None = None
@@ -148,6 +159,7 @@ class LocalStack:
             self._start_aws()
             self.clients = AwsClients(region=self.region, endpoint_url=self.endpoint_url, credentials=CREDENTIALS)
             self.sqs = self.clients.sqs
+            stamp_sends(self.sqs)  # sends during an invocation carry its lineage, as in Lambda
             self.dynamodb = self.clients.dynamodb
             if self._template is not None:
                 self._deploy_template(self._template)
@@ -177,6 +189,7 @@ class LocalStack:
         self._exit.enter_context(faster_receives())
         self._exit.enter_context(serial_dynamodb())
         self._exit.enter_context(aws_visibility_limit())
+        self._exit.enter_context(sqs_rules())
         self._exit.enter_context(cloudwatch_percentiles())
         if self._publish_metrics:
             self._exit.enter_context(counting_sends(self._sent))
@@ -214,6 +227,8 @@ class LocalStack:
         self.stack_outputs = stack.outputs
         for queue in self.declaration.queues:
             ids = QueueIds(queue)
+            function = stack.template["Resources"][ids.runner]["Properties"]
+            self._recursive_loop.setdefault(queue, function.get("RecursiveLoop", TERMINATE))
             self.queue_urls[self.declaration.queue_name(queue)] = stack.outputs[ids.queue_url_output]
             self.queue_urls[self.declaration.dlq_name(queue)] = stack.outputs[ids.dlq_url_output]
 
@@ -305,6 +320,9 @@ class LocalStack:
                 clock=self.clock,
                 region=self.region,
                 receivable=functools.partial(self._receivable, name),
+                recursion=RecursionGuard(
+                    self.declaration.names.runner(queue), self._recursive_loop.get(queue, RUNNER_RECURSIVE_LOOP)
+                ),
             )
 
     def _send_scheduled(self, job_type: str, body: str) -> None:

@@ -49,6 +49,17 @@ def queue_alarms(queue: QueueConfig) -> dict[str, Any]:
             statistic="Maximum",
             threshold={"Ref": "OldestMessageAlarmSeconds"},
         ),
+        # The runner's chains are allowed (RecursiveLoop: Allow); a drop means the
+        # setting was lost (a stack edited by hand, an account-level change).
+        ids.recursion_alarm: _alarm(
+            f"Lambda stopped invocations of the runner of queue {queue.name} as a recursive loop: its jobs"
+            " reach the DLQ without a reason (see docs/runbook.md)",
+            namespace="AWS/Lambda",
+            metric="RecursiveInvocationsDropped",
+            dimensions=[{"Name": "FunctionName", "Value": {"Ref": ids.runner}}],
+            statistic="Sum",
+            threshold=0,
+        ),
     }
 
 

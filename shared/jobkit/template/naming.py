@@ -47,6 +47,10 @@ class QueueIds:
         return f"{logical_id(self.name)}DeadLettersAlarm"
 
     @property
+    def recursion_alarm(self) -> str:
+        return f"{self.runner}RecursionAlarm"
+
+    @property
     def oldest_message_alarm(self) -> str:
         return f"{logical_id(self.name)}OldestMessageAlarm"
 

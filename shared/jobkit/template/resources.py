@@ -17,6 +17,7 @@ from jobkit.resources import (
     HANDLER,
     PREFIX_PARAMETER,
     QUEUE_RETENTION_S,
+    RUNNER_RECURSIVE_LOOP,
     RUNTIME,
     TABLE_KEYS,
     TTL_ATTRIBUTE,
@@ -189,6 +190,8 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
             }
         },
         "Policies": [runner_policy(declaration, queue)],
+        # the runner's own chains of sends (hops, fan-outs, holds) are loops by design
+        "RecursiveLoop": RUNNER_RECURSIVE_LOOP,
     }
     if traced(declaration, queue):  # a span per job of its traced types (jobkit.runner.stages.trace)
         properties["Tracing"] = "Active"
