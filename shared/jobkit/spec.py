@@ -30,6 +30,7 @@ from jobkit.wire import (
     decode,
     is_number,
     short,
+    sqs_json,
     utc_time,
     valid_domain,
     validate,
@@ -300,7 +301,7 @@ class JobSpecification:
                     f"{self.type} {self.id}: params hold a lone UTF-16 surrogate at character {exc.start}:"
                     " not valid Unicode text, which SQS cannot carry"
                 ) from exc
-        return body
+        return sqs_json(body)
 
     @classmethod
     def from_message(cls, body: str | bytes) -> JobSpecification:

@@ -50,6 +50,19 @@ MAX_DOMAIN_BYTES = 255
 #: (SQS carries valid Unicode only) or, in a hand-built event, as the raw code
 #: point. This finds bodies that may hold one, so only those get the full check.
 MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+#: A character SQS refuses in a message body or a string attribute value: it
+#: takes #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF only
+#: (SendMessage), and refuses the whole message otherwise.
+NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def sqs_json(body: str) -> str:
+    """JSON text as SQS takes it. ``json.dumps`` escapes the control characters;
+    what SQS still refuses (U+FFFE, U+FFFF) can only stand inside a JSON string
+    there, so it becomes its ``\\u`` escape: the same string to every reader."""
+    if NOT_SQS_TEXT.search(body) is None:
+        return body
+    return NOT_SQS_TEXT.sub(lambda found: f"\\u{ord(found.group()):04x}", body)
 
 _FIELDS = {
     "v",

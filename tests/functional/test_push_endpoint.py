@@ -48,10 +48,17 @@ def served(test_declaration: Declaration, clock: VirtualClock) -> Iterator[Local
 def test_an_unsigned_or_badly_signed_request_is_refused_and_a_signed_one_runs(served: LocalStack) -> None:
     url = f"{served.endpoint_url}{PATH}"
     body = jobs({"type": "typed", "params": TYPED, "id": "http-1"})
-    # Unsigned, signed with another secret, or for another service: refused before the endpoint
-    for headers in ({}, signed(url, body, secret="not-it"), signed(url, body, service="sqs")):
+    # Unsigned, signed with another secret, for another service or another region (AWS
+    # refuses a signature scoped to a region other than the function URL's): refused
+    wrong = (
+        signed(url, body, secret="not-it"),
+        signed(url, body, service="sqs"),
+        signed(url, body, region="eu-west-1"),
+    )
+    for headers in ({}, *wrong):
         status, answer = post(url, body, {"content-type": "application/json", **headers})
         assert status == 403 and answer["error"].startswith("Forbidden"), answer
+    assert "region 'eu-west-1'" in post(url, body, wrong[2])[1]["error"]
     # a signature for another body does not carry over
     status, _ = post(url, jobs({"type": "noop", "params": {}}), signed(url, body))
     assert status == 403

@@ -8,6 +8,12 @@ It does what the AWS poller does for a function with ReportBatchItemFailures:
   when their visibility timeout ends;
 - treat a handler exception, or a response naming an unknown or empty
   ``itemIdentifier``, as a failure of the whole batch (AWS does the same);
+- stop a handler at the function's timeout as Lambda does: a handler that
+  returns after its deadline (on the stack's clock) timed out, and its
+  response is lost, so the whole batch returns to the queue, the jobs that
+  ran included. (In one process the handler cannot be killed mid-job: what
+  it did before returning stays done, as what a killed invocation did before
+  its deadline does on AWS.)
 - survive SQS errors as the poller does: a failed ReceiveMessage is tried
   again (the poller never stops polling), and a failed delete leaves the
   messages to reappear after their visibility timeout (at-least-once);
@@ -82,6 +88,7 @@ class EventSourceMapping:
         self.invocations = 0
         self.receive_errors = 0  # failed ReceiveMessage calls (retried)
         self.delete_errors = 0  # messages whose delete failed (they are delivered again)
+        self.timeouts = 0  # invocations that ran past the function's timeout
 
     def poll(self) -> int:
         """Receive one batch and invoke the handler with it. Returns the batch size (0 if empty)."""
@@ -114,11 +121,21 @@ class EventSourceMapping:
             clock=self._clock,
         )
         self.invocations += 1
+        deadline = self._clock.now() + self._timeout_s
         try:
             with self.recursion.invocation(messages):
                 response = self._handler(event, context)
         except Exception:
             log.exception("handler raised: the whole batch of %d returns to the queue", len(messages))
+            return received
+        if self._clock.now() > deadline:
+            self.timeouts += 1
+            log.error(
+                "%s timed out after %s s: no response, the whole batch of %d returns to the queue",
+                self._function_name,
+                self._timeout_s,
+                len(messages),
+            )
             return received
         failed = self._failed_ids(response, {m["MessageId"] for m in messages})
         if failed is None:

@@ -8,7 +8,8 @@ and authenticates as its function URL does on AWS:
   prints, ``testing``/``testing``), within 15 minutes of the wall clock, as
   AWS checks it; anything else is refused with 403 before the endpoint sees
   it. ``curl --aws-sigv4 "aws:amz:us-east-1:lambda" --user testing:testing``
-  signs so, as does any AWS SDK's SigV4 signer.
+  signs so, as does any AWS SDK's SigV4 signer. The signature's scope must
+  name the stack's region, as AWS requires of a function URL.
 - ``auth = "hmac"``: any request reaches the endpoint, which checks its
   producer signature; the local key is :data:`LOCAL_HMAC_KEY`.
 """
@@ -45,8 +46,12 @@ class SigV4Refused(Exception):
     """The request is not signed as the function URL's IAM auth requires."""
 
 
-def verify_sigv4(method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, now: float) -> None:
-    """Check a request's SigV4 signature against the local credentials (AWS's algorithm)."""
+def verify_sigv4(
+    method: str, path: str, query: str, headers: Mapping[str, str], body: bytes, now: float, *, expected_region: str
+) -> None:
+    """Check a request's SigV4 signature against the local credentials and the
+    stack's region (AWS's algorithm: a function URL takes only a signature
+    scoped to its own region)."""
     match = _AUTHORIZATION.fullmatch(headers.get("authorization", "").strip())
     if match is None:
         raise SigV4Refused("the request is not signed with SigV4 (the function URL's auth is AWS_IAM)")
@@ -55,6 +60,8 @@ def verify_sigv4(method: str, path: str, query: str, headers: Mapping[str, str],
         raise SigV4Refused(f"unknown access key {access_key!r}: sign with the local stack's credentials")
     if service != SERVICE:
         raise SigV4Refused(f"signed for the service {service!r}, not {SERVICE!r}")
+    if region != expected_region:
+        raise SigV4Refused(f"signed for the region {region!r}, but the endpoint is in {expected_region!r}")
     amz_date = headers.get("x-amz-date", "")
     try:
         signed_at = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
@@ -87,10 +94,13 @@ def verify_sigv4(method: str, path: str, query: str, headers: Mapping[str, str],
 class PushRoute:
     """A WSGI app: the push endpoint at :data:`PATH`, everything else to ``app`` (moto)."""
 
-    def __init__(self, app: WsgiApp, endpoint: Callable[[], PushEndpoint], *, iam: bool) -> None:
+    def __init__(
+        self, app: WsgiApp, endpoint: Callable[[], PushEndpoint], *, iam: bool, region: str = "us-east-1"
+    ) -> None:
         self._app = app
         self._endpoint = endpoint
         self._iam = iam
+        self._region = region
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if str(environ.get("PATH_INFO", "")).rstrip("/") != PATH:
@@ -115,7 +125,8 @@ class PushRoute:
         if self._iam:
             try:
                 path = str(environ.get("PATH_INFO", ""))
-                verify_sigv4(method, path, str(environ.get("QUERY_STRING", "")), headers, body, time.time())
+                query = str(environ.get("QUERY_STRING", ""))
+                verify_sigv4(method, path, query, headers, body, time.time(), expected_region=self._region)
             except SigV4Refused as exc:
                 return Response(403, {"error": f"Forbidden: {exc}"})
         return self._endpoint().handle(method, headers, body)

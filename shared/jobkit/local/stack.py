@@ -268,7 +268,8 @@ class LocalStack:
         from jobkit.local.push_route import PushRoute
 
         options = self.declaration.push_endpoint
-        return PushRoute(app, lambda: self.push_endpoint, iam=options is not None and options.auth == "iam")
+        iam = options is not None and options.auth == "iam"
+        return PushRoute(app, lambda: self.push_endpoint, iam=iam, region=self.region)
 
     def queue_arn(self, queue: str, *, dlq: bool = False) -> str:
         """The ARN of a declared queue (or of its DLQ)."""

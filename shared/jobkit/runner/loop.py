@@ -29,6 +29,7 @@ from jobkit.outcome import Outcome, RecordResult
 from jobkit.params_schema import InvalidParams
 from jobkit.registry import JobRegistry
 from jobkit.runner.attempts import Attempts
+from jobkit.runner.deadline import TimeBudget
 from jobkit.runner.delivery import (
     Delivery,
     LambdaContext,
@@ -39,6 +40,7 @@ from jobkit.runner.delivery import (
     receive_count,
 )
 from jobkit.runner.failures import Failures, is_permanent
+from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import JOB_ERRORS, LATER, Run, Stage, hooks
 from jobkit.runner.stages import StageKit, standard_stages
 from jobkit.spec import JobSpecification
@@ -87,6 +89,9 @@ class Runner:
         self._registry = registry or JobRegistry(declaration)
         self._attempts = Attempts(dedup)
         self._failures = Failures(self.queue, queues, dedup, self._clock, rng or random.Random())
+        self._budget = TimeBudget()  # the container's: what its jobs took, to keep a batch in its timeout
+        self._hand_back = Requeue(queues, dedup, self._failures)
+        self._ran_in_batch = False
         job_types = tuple(declaration.types[name] for name in self.queue.types)
         kit = StageKit(self.queue, queues, self._clock, dedup, metrics, group_factory, job_types)
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
@@ -106,6 +111,7 @@ class Runner:
         """Handle every record of an SQS event and return what happened to each."""
         records = event.get("Records") if isinstance(event, Mapping) else None
         self._hooks = _Hooks(self.stages)  # each batch: a test or an app may have changed the stages
+        self._ran_in_batch = False
         for hook in self._hooks.begin_batch:
             self._call(hook)
         entries = [self._take_safely(record, context) for record in (records if isinstance(records, list) else [])]
@@ -175,16 +181,31 @@ class Runner:
         result, delivery = entry.result, entry.delivery
         if result is None and delivery is not None:
             try:
-                if entry.resume_at is not None:
+                result = self._out_of_time(delivery)
+                if result is None and entry.resume_at is not None:
                     result = self._admit_on_turn(delivery, entry.resume_at)
                 if result is None:
+                    self._ran_in_batch = True
                     result = self._run(delivery)
+                    if result.run_time_ms is not None:
+                        self._budget.ran(delivery.spec.type, result.run_time_ms / 1000)
             except Exception as exc:
                 result = self._internal_error(entry.record, exc)
         assert result is not None, "every record was taken, admitted or run"
         for hook in self._hooks.settle:
             self._call(hook, delivery, result)
         return result
+
+    def _out_of_time(self, delivery: Delivery) -> RecordResult | None:
+        """Hand the job back if it would not finish before the invocation's
+        deadline (:mod:`jobkit.runner.deadline`); the first job of a batch always runs."""
+        if not self._ran_in_batch:
+            return None
+        fits, left, needs = self._budget.fits(delivery)
+        if fits:
+            return None
+        why = f"handed back: {left:.1f} s left in the invocation, and its type's jobs take up to {needs:.1f} s"
+        return self._hand_back(delivery, 0, Outcome.DEFERRED, why)
 
     def _admit_on_turn(self, delivery: Delivery, position: int) -> RecordResult | None:
         for stage in self._hooks.admitters[position:]:

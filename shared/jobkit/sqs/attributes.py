@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobkit.sqs.first_seen import ENQUEUED_AT_ATTRIBUTE, first_seen_at
-from jobkit.sqs.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES, message_size
+from jobkit.sqs.limits import MAX_ATTRIBUTES, MAX_MESSAGE_BYTES, message_size, sqs_text
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
@@ -149,8 +149,8 @@ class DeadLetterReason:
     def attributes(self, source_queue: str, now: float) -> dict[str, AttributeValue]:
         return {
             "jobkit.reason": string_attribute(self.kind),
-            "jobkit.errorClass": string_attribute(self.error_class or "-"),
-            "jobkit.error": string_attribute((self.message or "-")[:1024]),
+            "jobkit.errorClass": string_attribute(sqs_text(self.error_class or "-")),
+            "jobkit.error": string_attribute(sqs_text((self.message or "-")[:1024])),
             "jobkit.attempts": number_attribute(self.attempts),
             "jobkit.sourceQueue": string_attribute(source_queue),
             "jobkit.deadLetteredAt": number_attribute(round(now, 3)),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jobkit.wire import NOT_SQS_TEXT
+
 #: SQS limits (2025 onwards: messages and batches up to 1 MiB).
 MAX_MESSAGE_BYTES = 1_048_576
 MAX_ATTRIBUTES = 10  # message attributes per message
@@ -38,3 +40,17 @@ def delay_seconds(remaining_s: float, *, minimum: int = 0, maximum: int = MAX_DE
     (SQS's 900). A longer wait hops: whoever receives the message early sends
     it again with the time still left."""
     return max(minimum, min(maximum, int(-(-remaining_s // 1))))
+
+
+def sqs_text(text: str) -> str:
+    """``text`` as SQS takes it in a string attribute: each character it refuses
+    (a NUL, an ANSI escape, U+FFFF) written as a visible escape (``\\x1b``), so an
+    error from a C library or a subprocess never makes its DLQ copy fail."""
+    if NOT_SQS_TEXT.search(text) is None:
+        return text
+    return NOT_SQS_TEXT.sub(_escape, text)
+
+
+def _escape(found: Any) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: The note of a delivery claimed with its batch whose root is still to be confirmed.
 _CLAIMED = "claimed with the batch"
+#: The note of a delivery whose claims its run settled.
+_SETTLED = "settled by its run"
 
 _SKIPPED = {
     Verdict.SUPERSEDED: Outcome.SUPERSEDED,
@@ -123,6 +125,7 @@ class Dedup(Stage):
         admission: Admission | None = delivery.noted(self)
         if admission is None or not admission.claim_keys:
             return
+        delivery.note(_SETTLED, True)
         if admission.delivery is not None and run.succeeded:
             # A deliver_once job's "done" lands before the next job starts: if that
             # job kills the invocation, this one must not run again on redelivery.
@@ -131,6 +134,21 @@ class Dedup(Stage):
             return
         # Anything else settles while the next job runs: losing it costs work, not a promise.
         settle = self._store.settle_in_background(admission, succeeded=run.succeeded, started_at=run.started_at)
+        self._settles.append((delivery, settle))
+
+    def settle(self, delivery: Delivery | None, result: RecordResult) -> None:
+        """A job admitted with its claims that did not run after all (handed back
+        for lack of time): its claims go back now, as a failed attempt's do, so
+        that its copy, and its twins, run."""
+        if delivery is None or delivery.noted(_SETTLED):
+            return
+        claimed: tuple[Candidate, Admission] | None = delivery.noted(_CLAIMED)
+        admission: Admission | None = delivery.noted(self) or (claimed[1] if claimed is not None else None)
+        if admission is None or not admission.claim_keys:
+            return
+        if admission.verdict is not Verdict.RUN and not admission.root_pending:
+            return
+        settle = self._store.settle_in_background(admission, succeeded=False, started_at=self._clock.now())
         self._settles.append((delivery, settle))
 
     def end_batch(self) -> None:
