@@ -64,6 +64,7 @@ def sqs_json(body: str) -> str:
         return body
     return NOT_SQS_TEXT.sub(lambda found: f"\\u{ord(found.group()):04x}", body)
 
+
 _FIELDS = {
     "v",
     "id",
