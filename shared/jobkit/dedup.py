@@ -370,6 +370,22 @@ class DedupStore:
             extra={"job_id": spec.id, "job_type": spec.type, "domain": spec.domain},
         )
 
+    def already_delivered(self, spec: JobSpecification) -> Admission | None:
+        """For a ``deliver_once`` job: the skip its delivery claim would give it
+        because its job ID already ran (or was skipped as a duplicate), without
+        claiming (a read). For a stage that must not let such a job take
+        anything that makes other jobs skip (a debounce window).
+
+        Raises:
+            DedupUnavailable: the table could not be read.
+        """
+        ended = self.backend.delivery_ended(JobRef(spec.type, spec.domain, spec.id))
+        if ended is None:
+            return None
+        if ended.duplicate:
+            return Admission(Verdict.DUPLICATE, DUPLICATE_REASON)
+        return Admission(Verdict.REDELIVERED, "this job ID already ran to success")
+
     def superseded(self, spec: JobSpecification) -> bool:
         """Whether a newer root than the job's own is recorded, without recording
         the job's (a read, answered from the container's cache when it can):

@@ -58,6 +58,10 @@ def final(stack: LocalStack, job_id: str, domain: str | None = None) -> Any:
     return [r for r in results(stack, job_id, domain) if r.outcome.is_final][-1]
 
 
+def table(stack: LocalStack) -> list[tuple[Any, ...]]:
+    return [(r.job_id, r.domain, r.outcome, r.reason) for r in stack.results.results]
+
+
 def leaf_params(signature: str, timestamp: float, **params: Any) -> dict[str, Any]:
     root = {k: v for k, v in new_root_job_params(signature, timestamp).items() if k != "rootJobIsSelf"}
     return {**params, **root}
@@ -179,6 +183,91 @@ def test_a_stale_leaf_delivered_again_does_not_take_the_window(rel: LocalStack) 
     assert (runs(newer.id), runs(stale.id)) == (1, 0), [(r.job_id, r.outcome, r.reason) for r in rel.results.results]
 
 
+def test_a_window_owner_whose_job_id_already_ran_does_not_take_the_window(rel: LocalStack) -> None:
+    # Given edit-1 for Paris, run (deliver_once: its ID has now run)
+    group = rel.queue_group("enwiki")
+    group.push(JobSpecification("debouncedTwin", {"key": "Paris", "text": "v1"}, id="edit-1"))
+    rel.drain()
+    # When edit-2 for Paris is pushed, and 1 s later a retry of edit-1's old request (its ID)
+    rel.clock.advance(20)
+    group.push(JobSpecification("debouncedTwin", {"key": "Paris", "text": "v2"}, id="edit-2"))
+    rel.clock.advance(1)
+    group.push(JobSpecification("debouncedTwin", {"key": "Paris", "text": "v1"}, id="edit-1"))
+    rel.drain()
+    # Then the retry is skipped before it can debounce edit-2, and edit-2 runs
+    assert final(rel, "edit-1").outcome is Outcome.REDELIVERED
+    assert (runs("edit-1"), runs("edit-2")) == (1, 1), table(rel)
+
+
+def test_a_forged_debounce_attribute_does_not_let_a_superseded_leaf_run(rel: LocalStack) -> None:
+    group = rel.queue_group("enwiki")
+    assert group.deduplicate_root_job(JobSpecification("debounced", new_root_job_params("tpl", START - 10)))
+    stale = JobSpecification("debounced", leaf_params("tpl", START - 20, key="Paris"), domain="enwiki")
+    rel.sqs.send_message(
+        QueueUrl=rel.queue_url("debounced"),
+        MessageBody=stale.stamped(START).to_message(),
+        MessageAttributes={"jobkit.debounce": {"DataType": "String", "StringValue": "forged"}},
+    )
+    rel.drain()
+    assert final(rel, stale.id).outcome is Outcome.SUPERSEDED, table(rel)
+    assert runs(stale.id) == 0
+
+
+# -- a run covers only the jobs it could have: pushed, seen and released before it began ------------------
+
+
+def test_a_job_from_a_slow_clock_is_not_debounced_by_a_run_before_it_was_sent(rel: LocalStack) -> None:
+    # Given A for Paris, run at t=3
+    group = rel.queue_group("enwiki")
+    a = JobSpecification("debounced", {"key": "Paris", "rev": 1})
+    group.push(a)
+    rel.drain()
+    # When B for Paris is pushed at t=40 by a host whose clock is 60 s slow (within the 300 s allowed)
+    rel.clock.advance_to(START + 40)
+    b = JobSpecification("debounced", {"key": "Paris", "rev": 2}, enqueued_at=rel.clock.now() - 60)
+    group.push(b)
+    rel.drain()
+    # Then B runs: A's run began before SQS saw B
+    assert (runs(a.id), runs(b.id)) == (1, 1), table(rel)
+
+
+def test_a_delayed_job_is_not_debounced_by_a_run_before_its_release(rel: LocalStack) -> None:
+    # Given D for Paris, to run no earlier than t=60; and E for Paris at t=30, run at t=33
+    group = rel.queue_group("enwiki")
+    d = JobSpecification("debounced", {"key": "Paris", "rev": 1}, release_at=START + 60)
+    group.push(d)
+    rel.drain(until=START + 30)
+    e = JobSpecification("debounced", {"key": "Paris", "rev": 2})
+    group.push(e)
+    rel.drain()
+    # Then D runs after its release: E's run came before it
+    assert (runs(e.id), runs(d.id)) == (1, 1), table(rel)
+    assert [run.started_at >= START + 60 for run in SCRIPTED if run.job_id == d.id] == [True]
+
+
+@pytest.mark.parametrize("how", ["copy", "native"])
+def test_a_redriven_window_owner_runs_for_the_jobs_it_debounced(rel: LocalStack, how: str) -> None:
+    # Given J, then O for Paris: O owns the run, and fails its 3 attempts
+    group = rel.queue_group("enwiki")
+    j = JobSpecification("debounced", {"key": "Paris", "rev": 1})
+    group.push(j)
+    rel.clock.advance(1)
+    o = JobSpecification("debounced", {"key": "Paris", "rev": 2, "script": {"fail": 3}})
+    group.push(o)
+    rel.drain()
+    assert (final(rel, j.id).outcome, final(rel, o.id).outcome) == (Outcome.DEBOUNCED, Outcome.DEAD_LETTERED)
+    # When the operator redrives O an hour later, with no other job for Paris since
+    rel.clock.advance(3600)
+    if how == "copy":
+        redrive(rel.sqs, rel.wiring.directory, resolve_scope(rel.declaration, "debounced"))
+    else:
+        assert native_redrive(rel, "debounced") == 1
+    redriven_at = rel.clock.now()
+    rel.drain()
+    # Then O runs again, for itself and for J (its script fails it again: what counts is that it ran)
+    assert [run.attempt for run in SCRIPTED if run.job_id == o.id and run.started_at >= redriven_at] == [1, 2, 3]
+
+
 # -- ordering uses the time a job was pushed, whatever copy carries it ------------------------------------
 
 
@@ -244,6 +333,22 @@ def test_attempts_between_holds_do_not_count_as_time_held_back(rel: LocalStack) 
     outcomes = [r.outcome for r in results(rel, job.id)]
     assert Outcome.DEAD_LETTERED not in outcomes, [(r.outcome, r.reason, r.error) for r in results(rel, job.id)]
     assert outcomes.count(Outcome.LIMITED) >= 2
+    assert runs(job.id) == 1
+
+
+def test_a_forged_hold_attribute_cannot_claim_a_hold_before_the_job_was_sent(rel: LocalStack) -> None:
+    # Given a key that is busy for 20 s, and a job sent with a forged jobkit.held ("held for a day")
+    Leases(rel.records.table).acquire("limited", "=a", 1, now=START, until=START + 20)
+    job = JobSpecification("limited", {"key": "a"}, domain="enwiki")
+    now = rel.clock.now()
+    rel.sqs.send_message(
+        QueueUrl=rel.queue_url("limited"),
+        MessageBody=job.stamped(now).to_message(),
+        MessageAttributes={"jobkit.held": {"DataType": "String", "StringValue": f"0 {now - 100_000!r} {now!r}"}},
+    )
+    rel.drain()
+    # Then it is held as long as the key is busy, and runs: no hold began before SQS saw it
+    assert final(rel, job.id).outcome is Outcome.SUCCEEDED, table(rel)
     assert runs(job.id) == 1
 
 

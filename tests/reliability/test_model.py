@@ -19,7 +19,9 @@ it (a new message that keeps the attributes), after deferrals and holds too.
 Flow control in combination: debounced jobs pushed in bursts in two domains,
 leaves of roots that a newer root supersedes before or while they wait, a
 debounced type that also removes duplicates and delivers once, leaves
-whose wait SQS refuses to take before their root is superseded, and
+whose wait SQS refuses to take before their root is superseded, producers
+whose clocks run slow, debounced jobs with a release time, an old push of a
+job ID retried after a newer job of its key, and
 containers that die holding a concurrency lease, so holds interleave with
 retries (and a job is held, runs and fails, and is held again). Each job's script says how its attempts go:
 succeed, fail N times then succeed, fail for good, or kill the invocation
@@ -180,7 +182,7 @@ class Harness:
         self.stack = LocalStack(DECLARATION, clock=self.clock, seed=7).start()
         testjobs.use_clock(self.clock)
         sqs, dynamodb = self.stack.sqs, self.stack.dynamodb
-        self.sent = SentJobs(sqs, key=by_job)
+        self.sent = SentJobs(sqs, key=by_job, now=self.clock.now)
         # every result, with the (virtual) time the runner reported it: the hold clock's evidence
         self.timed: list[tuple[float, RecordResult]] = []
         record = self.stack.results.record
@@ -388,6 +390,44 @@ class JobModel(RuleBasedStateMachine):
         except JobKitError:
             return  # the store was down: nothing was recorded
         self.virtual_roots.append((job_type, group.domain, params["rootJobSignature"], timestamp))
+
+    @rule(
+        job_type=st.sampled_from(DEBOUNCED),
+        key=st.sampled_from(["a", "b"]),
+        script=SCRIPTS,
+        slow_s=st.sampled_from([0, 30, 200]),
+        release_s=st.sampled_from([None, None, 20]),
+        other_domain=OTHER_DOMAIN,
+    )
+    def push_debounced_late(
+        self, job_type: str, key: str, script: dict[str, Any], slow_s: int, release_s: int | None, other_domain: bool
+    ) -> None:
+        # A producer whose clock runs slow (within the 300 s allowed), or a job to run a little later
+        now = self.clock.now()
+        release = None if release_s is None else now + release_s
+        params = {"key": key, "script": script, "n": self._new_id("late")}
+        self.h.jobs += 1
+        with contextlib.suppress(JobQueueError):
+            self._group(other_domain).push(
+                [JobSpecification(job_type, params, enqueued_at=now - slow_s, release_at=release)]
+            )
+
+    @rule(job_type=st.sampled_from(DEBOUNCED), script=SCRIPTS)
+    def retry_an_old_push_after_a_newer_job(self, job_type: str, script: dict[str, Any]) -> None:
+        # A job runs; later a newer job of its key is pushed, and then the old job's
+        # request is retried (its ID again): the retry must not leave the newer one unrun
+        old = JobSpecification(job_type, {"key": "b", "script": script}, id=self._new_id("old"))
+        self._push([old])
+        for _ in range(6):
+            if any(run.job_id == old.id for run in SCRIPTED):
+                break
+            self.clock.advance(2)
+            self.poll()
+        self.clock.advance(20)
+        self._push([JobSpecification(job_type, {"key": "b", "script": {}, "n": self._new_id("newer")})])
+        self.clock.advance(1)
+        self._push([old])
+        self.twice[by_job(job_type, self.domain, old.id)] = 21
 
     @rule(key=st.sampled_from(["r1", "r2"]), leaves=st.integers(0, 3), script=SCRIPTS, leaf_script=SCRIPTS)
     def push_root(self, key: str, leaves: int, script: dict[str, Any], leaf_script: dict[str, Any]) -> None:
@@ -777,12 +817,16 @@ class JobModel(RuleBasedStateMachine):
 
     def _check_debounces(self, evidence: dict[str, Fate]) -> None:
         """A debounced job's reason is true: it names a job of its type, domain and
-        key, pushed no earlier, that covers it: that job ran after it was pushed,
+        key, pushed no earlier, that covers it: that job succeeded in a run that
+        began after the debounced job was ready (accepted by SQS, and released),
         or is dead-lettered (its failure stands for both), or is a duplicate of
-        a run of the key after it, or was debounced in turn by a job that covers
-        it. An owner that was superseded, or never ran, covers nothing."""
+        such a run of the key, or was debounced in turn by a job that covers
+        it. An owner that was superseded, or never ran, covers nothing; neither
+        does a run that began before the job was sent (a producer's slow clock)
+        or before its release time."""
         sent = self.h.sent.specs
         pushed = self.h.sent.enqueue_times
+        accepted = self.h.sent.accepted_times
         debounced_by: dict[str, set[str]] = {}
         for result in self.h.stack.results.results:
             if result.outcome is Outcome.DEBOUNCED:
@@ -794,22 +838,25 @@ class JobModel(RuleBasedStateMachine):
             return spec.type, spec.domain, spec.params.get("key")
 
         def runs_after(key: str, at: float) -> bool:
-            return any(run.started_at >= at for run in evidence[key].runs)
+            return any(run.started_at >= at and run.outcome == "succeeded" for run in evidence[key].runs)
 
-        def covers(owner: str, job: str, at: float, seen: set[str]) -> bool:
-            if owner not in sent or window(owner) != window(job) or max(pushed[owner]) < at:
+        def ready(key: str) -> float:
+            release = sent[key].release_at
+            return max(min(accepted[key]), release if release is not None else 0.0)
+
+        def covers(owner: str, job: str, seen: set[str]) -> bool:
+            if owner not in sent or window(owner) != window(job) or max(pushed[owner]) < min(pushed[job]):
                 return False  # another type, domain or key, or pushed before the job it debounced
-            fate = evidence[owner]
+            fate, at = evidence[owner], ready(job)
             if runs_after(owner, at) or fate.dead_letters:
                 return True
             if fate.deduplicated and any(runs_after(k, at) for k in sent if window(k) == window(job)):
                 return True  # a twin of its key ran after
             seen = seen | {owner}
-            return any(covers(next_owner, job, at, seen) for next_owner in debounced_by.get(owner, set()) - seen)
+            return any(covers(next_owner, job, seen) for next_owner in debounced_by.get(owner, set()) - seen)
 
         for job, owners in debounced_by.items():
-            at = min(pushed[job])
-            assert any(covers(owner, job, at, {job} - {owner}) for owner in owners), (
+            assert any(covers(owner, job, {job} - {owner}) for owner in owners), (
                 f"debounced by {owners}, which did not run for it: {evidence[job].describe()}; "
                 + "; ".join(evidence[o].describe() for o in owners if o in evidence)
             )

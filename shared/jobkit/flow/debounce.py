@@ -7,10 +7,17 @@ domain's work). It holds the latest job registered (``latest``, its domain and
 ID; ``latest_at``, its ordering time, :func:`jobkit.sqs.pushed_at`; ``token``,
 the message that registered it, so two pushes of one job ID are two
 registrations) and ``first_at``, the ordering time of the first job registered
-since the window last ran. A job goes through two steps:
+since the window last ran. Once the latest has claimed the run, the item also
+holds ``ran_at`` (when) and ``ran_ref`` (which job), until a job registers
+again. A job goes through two steps:
 
 1. **register**, on its first delivery: it becomes the latest, if no job
-   pushed at or after it already is (one conditional update). The runner then
+   pushed at or after it already is (one conditional update), or if the
+   latest has already run and its run cannot have covered this job: the run
+   began before SQS first saw the job, or before the job's release time (a
+   producer's slow clock, a schedule's firing sent late, a delayed job), or
+   the latest is this very job (a redrive of a failed owner, or a push of its
+   ID that arrives after its run). The runner then
    sends it again with a delay: the wait, or less when the key has waited
    ``max_wait_s`` since ``first_at``.
 2. **claim**, when it comes back: it runs if its registration is still the
@@ -56,7 +63,11 @@ class Debounced:
 
 @dataclass(frozen=True)
 class Run:
-    """The job runs: it is the latest of its key (or no later job registered)."""
+    """The job runs: it is the latest of its key (``mine``: its own registration
+    claimed the run), or no later job registered (its record expired, or a
+    sender copied the runner's attribute: ``mine`` is false)."""
+
+    mine: bool = True
 
 
 def job_ref(domain: str | None, job_id: str) -> str:
@@ -80,19 +91,37 @@ class DebounceWindows:
         self._table = table
 
     def register(
-        self, job_type: str, domain: str | None, key: str, ref: str, token: str, pushed_at: float, *, now: float
+        self,
+        job_type: str,
+        domain: str | None,
+        key: str,
+        ref: str,
+        token: str,
+        pushed_at: float,
+        *,
+        ready_at: float,
+        now: float,
     ) -> Registered | Debounced:
-        """Make the job its window's latest, unless a job pushed at or after it already is."""
+        """Make the job its window's latest, unless a job pushed at or after it
+        already is and its run (if it ran) can cover this job: ``ready_at`` is
+        the earliest a run could (when SQS first saw the job, or its release time)."""
         values: Item = {"latest": ref, "latest_at": pushed_at, "token": token, "expires_at": int(now) + IDLE_TTL_S}
         try:
             item = self._table.update(
                 _window(job_type, domain, key),
                 values,
+                remove=["ran_at", "ran_ref"],
                 defaults={"first_at": pushed_at},
                 # a later job, or this very message again (a redelivery); of two pushed
                 # at the same moment, and of two pushes of one job ID, the first to
-                # register keeps the run, so a late copy cannot take it
-                when=Absent("latest_at") | Below("latest_at", pushed_at) | Equals("token", token),
+                # register keeps the run, so a late copy cannot take it. A run that
+                # began before the job was ready, or that was this job's own, covers
+                # nothing of it: a new window opens
+                when=Absent("latest_at")
+                | Below("latest_at", pushed_at)
+                | Equals("token", token)
+                | Below("ran_at", ready_at)
+                | Equals("ran_ref", ref),
                 want_new=True,
             )
         except ConditionFailed as lost:
@@ -128,7 +157,7 @@ class DebounceWindows:
         registration is still the latest; otherwise the latest, pushed no
         earlier, owns the run. (``token`` is ``None`` for a copy registered by an
         older runner, which named the job only.)"""
-        ran = {"ran_at": now, "expires_at": int(now) + IDLE_TTL_S}
+        ran: Item = {"ran_at": now, "ran_ref": ref, "expires_at": int(now) + IDLE_TTL_S}
         mine = Equals("token", token) if token is not None else Equals("latest", ref)
         try:
             self._table.update(_window(job_type, domain, key), ran, remove=["first_at"], when=mine)
@@ -137,7 +166,7 @@ class DebounceWindows:
             found: Item = lost.item or {}
         latest_at = found.get("latest_at")
         if not _is_number(latest_at) or latest_at < pushed_at:  # type: ignore[operator]
-            return Run()  # no later job registered: its record expired, or it was never registered
+            return Run(mine=False)  # no later job registered: its record expired, or it was never registered
         return _debounced_by(found, ref)
 
 

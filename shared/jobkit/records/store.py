@@ -126,6 +126,12 @@ class Records:
             return _lost_claim(lost.item or {})
         return Claim(True)
 
+    def delivery_ended(self, ref: JobRef) -> Claim | None:
+        """How the job's delivery claim ended, if it did (a read): ``None`` while
+        no run of the job ID has succeeded."""
+        item = self.table.get(_delivery_key(ref))
+        return _lost_claim(item) if item is not None and item.get("state") == "done" else None
+
     def finish_delivery(
         self, ref: JobRef, owner: str, succeeded: bool, expires_at: int, *, duplicate: bool = False
     ) -> None:

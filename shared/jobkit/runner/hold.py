@@ -86,4 +86,5 @@ def held_before(delivery: Delivery, now: float) -> tuple[int, float]:
     sent = sent_at(delivery.record)
     if delivery.receive_count > 1 or (sent is not None and abs(sent - held_at) > SENT_TOLERANCE_S):
         return 0, now
-    return count, since
+    # no hold began before SQS first saw the job: a sender's own value cannot say so
+    return count, max(since, delivery.seen_at) if delivery.seen_at is not None else since

@@ -70,7 +70,11 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
             from jobkit.runner.stages.debounce import DebounceStage
 
             windows = DebounceWindows(table)
-            stages.append(DebounceStage(windows, kit.clock, requeue, hold, parallel, kit.dedup.superseded))
+            stages.append(
+                DebounceStage(
+                    windows, kit.clock, requeue, hold, parallel, kit.dedup.superseded, kit.dedup.already_delivered
+                )
+            )
         if any(t.concurrency is not None for t in kit.job_types):
             from jobkit.flow.leases import Leases
             from jobkit.runner.stages.concurrency import Concurrency

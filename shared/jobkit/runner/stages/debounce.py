@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jobkit.clock import Clock
-from jobkit.dedup import SUPERSEDED_REASON
+from jobkit.dedup import SUPERSEDED_REASON, Admission, Verdict
 from jobkit.flow.debounce import Debounced, DebounceWindows, Registered, job_ref
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.parallel import Parallel
@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 #: Whether a newer root than a job's own is recorded (a read, never a write);
 #: raises :class:`DedupUnavailable` when the table cannot say.
 RootCheck = Callable[[JobSpecification], bool]
+#: For a deliver_once job: the skip it gets because its job ID already ran, or
+#: None (a read); raises :class:`DedupUnavailable` when the table cannot say.
+DeliveredCheck = Callable[[JobSpecification], Admission | None]
 
 #: (type, domain, key): one debounce window.
 Window = tuple[str, str | None, str]
@@ -71,6 +74,7 @@ class DebounceStage(Stage):
         hold: Hold,
         parallel: Parallel,
         superseded: RootCheck,
+        delivered: DeliveredCheck | None = None,
     ) -> None:
         self._windows = windows
         self._clock = clock
@@ -78,6 +82,7 @@ class DebounceStage(Stage):
         self._hold = hold
         self._parallel = parallel
         self._superseded = superseded
+        self._delivered = delivered
 
     def admit_batch(self, deliveries: Sequence[Delivery]) -> list[RecordResult | Later | None]:
         answers: list[RecordResult | Later | None] = [None] * len(deliveries)
@@ -92,6 +97,11 @@ class DebounceStage(Stage):
                 steps.append(([index], _Step(delivery, key, registered=True)))
             else:
                 newcomers.setdefault((delivery.spec.type, delivery.spec.domain, key), []).append(index)
+        ran_before = self._done([deliveries[i] for indexes in newcomers.values() for i in indexes])
+        for indexes in newcomers.values():
+            for index in [i for i in indexes if deliveries[i] in ran_before]:
+                answers[index] = ran_before[deliveries[index]]
+            indexes[:] = [i for i in indexes if deliveries[i] not in ran_before]
         stale = self._stale([deliveries[i] for indexes in newcomers.values() for i in indexes])
         for (_, _, key), indexes in newcomers.items():
             for index in indexes:
@@ -131,10 +141,37 @@ class DebounceStage(Stage):
         if debounce is None:
             return None
         registered = bool(string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE))
+        done = {} if registered else self._done([delivery])
+        if delivery in done:
+            return done[delivery]
         stale = not registered and bool(self._stale([delivery]))
         if stale and delivery.receive_count == 1:
             return self._skip_superseded(delivery)
         return self._step(_Step(delivery, debounce.key.value(delivery.spec), registered, stale))
+
+    def _done(self, deliveries: Sequence[Delivery]) -> dict[Delivery, RecordResult]:
+        """The deliver_once deliveries whose job ID already ran, with their skip:
+        such a job never takes a window (the delivery claim would skip it, and the
+        jobs it debounced would be owed a run that never comes). One read each,
+        for a type that both debounces and delivers once; none otherwise."""
+        once = [d for d in deliveries if d.job_type.deliver_once] if self._delivered is not None else []
+        if not once:
+            return {}
+        answers = self._parallel.map(self._ended, once)
+        return {delivery: answer for delivery, answer in zip(once, answers, strict=True) if answer is not None}
+
+    def _ended(self, delivery: Delivery) -> RecordResult | None:
+        assert self._delivered is not None
+        try:
+            skip = self._delivered(delivery.spec)
+        except DedupUnavailable as exc:
+            log.warning("delivery not checked before debounce: %s", exc, extra=delivery.keys)
+            return None  # the delivery claim decides, later
+        if skip is None:
+            return None
+        outcome = Outcome.REDELIVERED if skip.verdict is Verdict.REDELIVERED else Outcome.DUPLICATE
+        log.info("job skipped (%s): %s", skip.verdict, skip.reason, extra=delivery.keys)
+        return delivery.result(outcome, reason=skip.reason)
 
     def _stale(self, deliveries: Sequence[Delivery]) -> set[Delivery]:
         """The deliveries whose root is already superseded (a root the table cannot
@@ -175,7 +212,10 @@ class DebounceStage(Stage):
                         return self._skip_superseded(delivery)
                     registered: Registered | Debounced = again
                 else:
-                    registered = self._windows.register(spec.type, spec.domain, step.key, ref, token, at, now=now)
+                    ready = max(delivery.seen_at or at, spec.release_at or at)
+                    registered = self._windows.register(
+                        spec.type, spec.domain, step.key, ref, token, at, ready_at=ready, now=now
+                    )
                 if isinstance(registered, Debounced):
                     delivery.note(self, registered)
                     return self._debounced(delivery, registered.reason)
@@ -196,8 +236,9 @@ class DebounceStage(Stage):
         if isinstance(claimed, Debounced):
             delivery.note(self, claimed)
             return self._debounced(delivery, claimed.reason)
-        # the jobs it debounced, and will while it runs, are owed its run
-        delivery.owes_run, delivery.debounce_registration = True, token
+        # the jobs it debounced, and will while it runs, are owed its run (a copy
+        # whose registration is not the window's debounced nothing: it owes nothing)
+        delivery.owes_run, delivery.debounce_registration = claimed.mine, token
         return None
 
     @staticmethod
