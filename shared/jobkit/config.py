@@ -168,7 +168,15 @@ class Declaration:
         try:
             return self.types[name]
         except KeyError:
-            raise UnknownJobType(name) from None
+            pass
+        if self.source.startswith("$"):  # a function's own declaration, from its environment: a subset
+            raise UnknownJobType(
+                name,
+                f"this function's declaration ({self.source}) holds only the types it serves and the types they"
+                f' push: if [types.{name}] is declared in jobs.toml, add "{name}" to pushes of the type whose'
+                " jobs push it",
+            )
+        raise UnknownJobType(name)
 
     def pushed_type(self, pusher: str, name: str) -> JobType:
         """The type ``name`` that a job of type ``pusher`` pushes.

@@ -99,6 +99,18 @@ def test_unknown_type_lookup(example_declaration: Declaration) -> None:
         example_declaration.job_type("nope")
 
 
+def test_a_runners_declaration_says_an_unknown_type_may_be_missing_from_pushes(
+    example_declaration: Declaration,
+) -> None:
+    # A runner's declaration (its environment's) holds its queue's types and what they push:
+    # a job that pushes another declared type through the app's group learns what to add
+    runner = parse_declaration(
+        declaration_to_dict(example_declaration, only_types={"refreshLinks"}), source="$JOBKIT_DECLARATION"
+    )
+    with pytest.raises(UnknownJobType, match='add "enotifNotify" to pushes of the type whose jobs push it'):
+        runner.job_type("enotifNotify")
+
+
 def test_round_trip_through_a_dict(example_declaration: Declaration) -> None:
     again = parse_declaration(declaration_to_dict(example_declaration), source="<dict>")
     assert again.types == example_declaration.types
