@@ -352,6 +352,32 @@ def test_a_forged_hold_attribute_cannot_claim_a_hold_before_the_job_was_sent(rel
     assert runs(job.id) == 1
 
 
+def test_a_deferred_copy_moved_by_sqs_and_redriven_natively_starts_its_attempts_again(rel: LocalStack) -> None:
+    # Given a job that failed once and was then held back (a deferral: its copy points at
+    # the attempts it used), whose held copy's invocations all die (killed, never reported)
+    job = JobSpecification("limited", {"key": "a", "script": {"fail": 1}})
+    rel.queue_group("enwiki").push(job)
+    rel.drain(until=START + 1)  # attempt 1 fails
+    Leases(rel.records.table).acquire("limited", "=a", 1, now=rel.clock.now(), until=rel.clock.now() + 30)
+    rel.drain(until=rel.clock.now() + 10)  # attempt 2 meets the lease: held
+    assert results(rel, job.id)[-1].outcome is Outcome.LIMITED
+    url = rel.queue_url("limited")
+    for _ in range(rel.declaration.queues["limited"].max_receive_count + 1):
+        rel.clock.advance(61)  # each receive dies; the next one past maxReceiveCount moves it to the DLQ
+        rel.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], VisibilityTimeout=60)
+    dead = rel.dead_letters("limited")
+    assert [m["MessageAttributes"].keys() >= {"jobkit.deferred", "jobkit.held"} for m in dead] == [True]
+    # When SQS's own redrive (StartMessageMoveTask) moves it back, with every attribute
+    rel.clock.advance(3600)
+    assert native_redrive(rel, "limited") == 1
+    redriven_at = rel.clock.now()
+    rel.drain()
+    # Then it starts its attempts again (its script fails attempt 1 again): the deferral
+    # record belongs to the message SQS moved, not to the new one
+    assert [run.attempt for run in SCRIPTED if run.job_id == job.id and run.started_at >= redriven_at] == [1, 2]
+    assert final(rel, job.id).outcome is Outcome.SUCCEEDED
+
+
 def test_a_natively_redriven_held_copy_starts_a_new_hold(rel: LocalStack) -> None:
     # Given a held copy (its attribute says since when) that SQS moved to the DLQ
     # itself, its receives spent by invocations that died before reporting
