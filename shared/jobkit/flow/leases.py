@@ -11,6 +11,12 @@ reclaimed in the same conditional write that takes the new one.
 A container takes one lease per key for its batch, however many of the
 batch's jobs have that key: it runs them one at a time, so one lease covers
 them all, and the limit counts jobs running at once.
+
+Reclaiming is bounded: one write names at most :data:`RECLAIM_PER_WRITE`
+ended leases (a condition term and a removal each), so that it stays well
+inside DynamoDB's expression limits (4 KB, 300 operators) however many
+containers died holding one; a key with more ended leases is cleared over a
+few writes of the same acquire, the oldest first, and the rest by later ones.
 """
 
 from __future__ import annotations
@@ -22,6 +28,11 @@ from jobkit.records.keys import NO_SORT, Kind, partition_key
 from jobkit.records.table import Absent, AllOf, Below, Condition, ConditionFailed, Equals, Table
 
 HOLDER_PREFIX = "h."
+#: Ended leases one conditional write reclaims: 2 operators and about 60 bytes
+#: of expression each, against DynamoDB's 300 operators and 4 KB.
+RECLAIM_PER_WRITE = 25
+#: Writes one acquire spends reclaiming before it gives up for now (Full).
+MAX_RECLAIM_WRITES = 4
 #: How long an item outlives its last lease (TTL), so an idle key leaves nothing behind.
 IDLE_TTL_S = 24 * 3600
 
@@ -62,20 +73,35 @@ class Leases:
             return Lease(job_type, key, holder, until)
         except ConditionFailed as lost:
             found = dict(lost.item or {})
-        ended = sorted(name for name, value in _holders(found).items() if value < now)
-        if not ended:
-            live = list(_holders(found).values())
-            held = found.get("held")
-            return Full(held if isinstance(held, int) else len(live), min(live) if live else None)
-        # Reclaim the ended leases and take one, if no one else did meanwhile.
-        still_ended = AllOf(tuple(Equals(name, _holders(found)[name]) for name in ended))
-        condition: Condition = still_ended & Below("held", limit + len(ended))
-        try:
-            self._table.update(item_key, values, remove=ended, add={"held": 1 - len(ended)}, when=condition)
-            return Lease(job_type, key, holder, until)
-        except ConditionFailed as lost_again:
-            live = [value for value in _holders(dict(lost_again.item or {})).values() if value >= now]
-            return Full(len(live), min(live) if live else None)
+        for _ in range(MAX_RECLAIM_WRITES):
+            holders = _holders(found)
+            ended = sorted((name for name, value in holders.items() if value < now), key=holders.__getitem__)
+            if not ended:
+                live = list(holders.values())
+                held = found.get("held")
+                return Full(held if isinstance(held, int) else len(live), min(live) if live else None)
+            batch = ended[:RECLAIM_PER_WRITE]
+            # Reclaim ended leases (and take one, if that makes room), if no one else did meanwhile.
+            still_ended: Condition = AllOf(tuple(Equals(name, holders[name]) for name in batch))
+            take = len(ended) == len(batch)  # the last of them: the write that makes room takes the lease
+            try:
+                if take:
+                    condition = still_ended & Below("held", limit + len(batch))
+                    self._table.update(item_key, values, remove=batch, add={"held": 1 - len(batch)}, when=condition)
+                    return Lease(job_type, key, holder, until)
+                found = dict(
+                    self._table.update(
+                        item_key, {}, remove=batch, add={"held": -len(batch)}, when=still_ended, want_new=True
+                    )
+                    or {}
+                )
+            except ConditionFailed as lost_again:
+                found = dict(lost_again.item or {})
+                if take:
+                    live = [value for value in _holders(found).values() if value >= now]
+                    return Full(len(live), min(live) if live else None)
+        live = [value for value in _holders(found).values() if value >= now]
+        return Full(len(live), min(live) if live else None)
 
     def release(self, lease: Lease) -> bool:
         """Give a lease back; ``False`` if it was no longer held (it ended, and another took its place)."""

@@ -37,6 +37,7 @@ from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
 from jobkit.dedup import DedupStore
 from jobkit.local.containers import Containers
+from jobkit.local.dynamodb_rules import dynamodb_rules
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.fleet import Fleet
 from jobkit.local.moto_time import (
@@ -190,6 +191,7 @@ class LocalStack:
         self._exit.enter_context(serial_dynamodb())
         self._exit.enter_context(aws_visibility_limit())
         self._exit.enter_context(sqs_rules())
+        self._exit.enter_context(dynamodb_rules())
         self._exit.enter_context(cloudwatch_percentiles())
         if self._publish_metrics:
             self._exit.enter_context(counting_sends(self._sent))
