@@ -14,6 +14,7 @@ from jobkit.sqs import (
     DEBOUNCE_ATTRIBUTE,
     DEFERRED_ATTRIBUTE,
     ENQUEUED_AT_ATTRIBUTE,
+    RECOUNTED_ATTRIBUTE,
     number_attribute,
     string_attribute,
 )
@@ -58,6 +59,8 @@ class Requeue:
         registration = delivery.debounce_registration or string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE)
         if DEBOUNCE_ATTRIBUTE not in attributes and registration:
             attributes[DEBOUNCE_ATTRIBUTE] = string_attribute(registration)
+        if string_attribute_of(delivery.record, RECOUNTED_ATTRIBUTE):  # recounted once: never again
+            attributes[RECOUNTED_ATTRIBUTE] = string_attribute("1")
         if used and self._dedup is not None:
             attributes[DEFERRED_ATTRIBUTE] = string_attribute("1")
         try:

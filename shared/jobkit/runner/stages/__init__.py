@@ -24,6 +24,7 @@ from jobkit.runner.stages.final_attempt import FinalAttempt
 from jobkit.runner.stages.job_instance import JobInstance
 from jobkit.runner.stages.last_attempt import PastLastAttempt
 from jobkit.runner.stages.metrics import Metrics
+from jobkit.runner.stages.recount import Recount
 from jobkit.runner.stages.release import DelayHop
 from jobkit.runner.stages.status import Status
 from jobkit.runner.stages.watchdog import DeadlineWatchdog, Watchdog
@@ -53,9 +54,10 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
     stages: list[Stage] = []
     if kit.metrics is not None:
         stages.append(Metrics(kit.metrics))  # first to admit, so the last to settle: it sees the final result
+    stages += [DelayHop(kit.clock, requeue), PastLastAttempt(attempts, failures)]
+    if kit.dedup is not None:  # before anything is claimed: a recounted job takes nothing
+        stages.append(Recount(kit.dedup, requeue))
     stages += [
-        DelayHop(kit.clock, requeue),
-        PastLastAttempt(attempts, failures),
         Status(kit.dedup.backend if kit.dedup else None, kit.clock),
         JobInstance(failures, kit.group_factory),
     ]
