@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_coldstart
 import bench_fanout
+import bench_long_delay
 import bench_flow_control
 import bench_push
 import bench_round_trips
@@ -55,6 +56,7 @@ def main() -> None:
     results["fanout"] = bench_fanout.run(500 if args.small else 10_000)
     results["coldstart"] = bench_coldstart.run(2 if args.small else 21)
     results["flow"] = bench_flow_control.run(200 if args.small else 1_000)
+    results["long_delay"] = bench_long_delay.run(3600 if args.small else 86_400)
     results["cost"] = cost_model.run(results["runner"], results["round_trips"])
     if args.small:
         results["local_depth"] = local_stack_depth.run((250, 1_000), sample=200, plain_moto_depths=())
@@ -174,6 +176,12 @@ def render(r: dict[str, Any]) -> str:
         f"After a newer root was recorded half-way, {fan['old_leaves_run_after_newer_root']:,} old leaves still ran "
         f"(the last {fan['last_old_leaf_ran_s_after_newer_root']} s after it, within the 15 s root cache window) and "
         f"{fan['old_leaves_superseded']:,} were superseded.",
+        "",
+        f"**Long delay**: a job delayed {r['long_delay']['delay_s'] / 3600:g} h reached its release in "
+        f"{r['long_delay']['hops']} hops: {r['long_delay']['invocations']} invocations, "
+        f"{r['long_delay']['sqs_requests']} SQS requests ({r['long_delay']['sqs_sends']} sends), "
+        f"{r['long_delay']['dynamodb_requests']} DynamoDB requests, and ran "
+        f"{r['long_delay']['ran_late_s']} s after its release (docs/benchmarks.md compares a schedule per job).",
         "",
         f"**Cold start** (medians of {cold['repeats']} fresh interpreters each; ratios paired): importing the "
         f"handler {cold['handler_import_ms']:.0f} ms; import plus the first invocation's build (Powertools logger, "
