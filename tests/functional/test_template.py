@@ -147,6 +147,8 @@ def test_every_queue_is_encrypted_and_every_job_queue_has_a_dlq(translated: dict
     for name, queue in queues.items():
         properties = queue["Properties"]
         assert properties.get("SqsManagedSseEnabled") or properties.get("KmsMasterKeyId"), name
+        # set on every queue: one created before SQS's 1 MiB keeps 256 KiB unless told
+        assert properties["MaximumMessageSize"] == 1_048_576, name
         if not name.endswith("DeadLetterQueue"):
             assert properties["RedrivePolicy"]["deadLetterTargetArn"] == {
                 "Fn::GetAtt": [name.replace("Queue", "DeadLetterQueue"), "Arn"]
@@ -160,6 +162,9 @@ def test_the_table_is_encrypted_on_demand_with_ttl_and_recovery(translated: dict
     assert properties["BillingMode"] == "PAY_PER_REQUEST"
     assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert properties["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    # kept on delete and replacement, but not by a first create that fails (a retry would
+    # then fail on the kept table's name)
+    assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("RetainExceptOnCreate", "Retain")
 
 
 def test_runners_get_their_declaration_and_event_source(
@@ -225,6 +230,7 @@ def queue_settings(stack: LocalStack) -> dict[str, dict[str, Any]]:
             "VisibilityTimeout": attributes["VisibilityTimeout"],
             "MessageRetentionPeriod": attributes["MessageRetentionPeriod"],
             "SqsManagedSseEnabled": attributes.get("SqsManagedSseEnabled"),
+            "MaximumMessageSize": attributes.get("MaximumMessageSize"),
             "maxReceiveCount": redrive.get("maxReceiveCount"),
             "deadLetterTarget": redrive.get("deadLetterTargetArn", "").rsplit(":", 1)[-1],
         }

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from jobkit.config import Declaration
 from jobkit.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
+from jobkit.sqs.limits import MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -24,7 +25,11 @@ def provision_queues(sqs: SQSClient, declaration: Declaration) -> dict[str, str]
         dlq_name = declaration.dlq_name(queue)
         dlq_url = sqs.create_queue(
             QueueName=dlq_name,
-            Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_S), "SqsManagedSseEnabled": "true"},
+            Attributes={
+                "MessageRetentionPeriod": str(DLQ_RETENTION_S),
+                "MaximumMessageSize": str(MAX_MESSAGE_BYTES),
+                "SqsManagedSseEnabled": "true",
+            },
         )["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         name = declaration.queue_name(queue)
@@ -34,6 +39,7 @@ def provision_queues(sqs: SQSClient, declaration: Declaration) -> dict[str, str]
             Attributes={
                 "VisibilityTimeout": str(config.visibility_timeout_s),
                 "MessageRetentionPeriod": str(QUEUE_RETENTION_S),
+                "MaximumMessageSize": str(MAX_MESSAGE_BYTES),
                 "RedrivePolicy": json.dumps(redrive),
                 "SqsManagedSseEnabled": "true",
             },

@@ -24,6 +24,7 @@ from jobkit.resources import (
 )
 from jobkit.sam.makefile import makefile_path
 from jobkit.sam.runner import code_package
+from jobkit.sqs.limits import MAX_MESSAGE_BYTES
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import pushed_types, runner_policy, sendable_queues, traced
 from jobkit.template.naming import NAMES, QueueIds
@@ -55,7 +56,10 @@ def shared_resources(declaration: Declaration, base_dir: Path) -> dict[str, Any]
         },
         "JobsTable": {
             "Type": "AWS::DynamoDB::Table",
-            "DeletionPolicy": "Retain",
+            # Kept when the stack is deleted or the table replaced, but not when the stack's
+            # first create fails: a table kept then, under its fixed name, would make every
+            # retry fail with "already exists"
+            "DeletionPolicy": "RetainExceptOnCreate",
             "UpdateReplacePolicy": "Retain",
             "Properties": {
                 "TableName": {"Fn::Sub": NAMES.table},
@@ -83,6 +87,7 @@ def queue_resources(declaration: Declaration, queue: QueueConfig, base_dir: Path
             "Properties": {
                 "QueueName": {"Fn::Sub": NAMES.dlq(queue.name)},
                 "MessageRetentionPeriod": DLQ_RETENTION_S,
+                "MaximumMessageSize": MAX_MESSAGE_BYTES,
                 "SqsManagedSseEnabled": True,
             },
             "Metadata": checkov_skips("CKV_AWS_27"),
@@ -93,6 +98,9 @@ def queue_resources(declaration: Declaration, queue: QueueConfig, base_dir: Path
                 "QueueName": {"Fn::Sub": NAMES.queue(queue.name)},
                 "VisibilityTimeout": queue.visibility_timeout_s,
                 "MessageRetentionPeriod": QUEUE_RETENTION_S,
+                # set, not left to the default: a queue created before SQS raised its limit to
+                # 1 MiB keeps 256 KiB unless told, and jobkit pushes jobs of up to 1 MiB
+                "MaximumMessageSize": MAX_MESSAGE_BYTES,
                 "SqsManagedSseEnabled": True,
                 "RedrivePolicy": {
                     "deadLetterTargetArn": {"Fn::GetAtt": [ids.dlq, "Arn"]},

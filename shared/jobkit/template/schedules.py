@@ -21,6 +21,7 @@ from typing import Any
 from jobkit.config import Declaration
 from jobkit.resources import DLQ_RETENTION_S
 from jobkit.schedules import Schedule, input_template
+from jobkit.sqs.limits import MAX_MESSAGE_BYTES
 from jobkit.template.alarms import schedules_dlq_alarm
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.naming import NAMES, QueueIds, logical_id
@@ -48,6 +49,7 @@ def schedule_resources(declaration: Declaration) -> dict[str, Any]:
             "Properties": {
                 "QueueName": {"Fn::Sub": NAMES.schedules_dlq},
                 "MessageRetentionPeriod": DLQ_RETENTION_S,
+                "MaximumMessageSize": MAX_MESSAGE_BYTES,
                 "SqsManagedSseEnabled": True,
             },
             "Metadata": checkov_skips("CKV_AWS_27"),
