@@ -32,7 +32,13 @@ from jobkit.flow.options import (
     parse_fairness,
     parse_rate_limit,
 )
-from jobkit.resources import DEFAULT_PREFIX, PREFIX_PATTERN, ResourceNames, refuse_shared_logical_ids
+from jobkit.resources import (
+    DEFAULT_PREFIX,
+    PREFIX_PATTERN,
+    ResourceNames,
+    refuse_names_aws_refuses,
+    refuse_shared_logical_ids,
+)
 from jobkit.wire import TYPE_PATTERN
 
 if TYPE_CHECKING:
@@ -329,6 +335,7 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
                 raise ConfigError(source, f"types.{job_type.name}.pushes", f"names undeclared type {target!r}")
     refuse_shared_logical_ids(source, types, lambda name: f"types.{name}")
     refuse_shared_logical_ids(source, {t.queue for t in types.values()}, lambda _: "types.*.queue")
+    refuse_names_aws_refuses(source, {t.queue: t.name for t in sorted(types.values(), key=lambda t: t.name)})
     from jobkit.schedules import parse_schedules
 
     schedules = parse_schedules(source, raw.get("schedules", {}), types)

@@ -4,7 +4,7 @@ and their names (:class:`ResourceNames`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from jobkit.errors import ConfigError
@@ -117,6 +117,41 @@ def logical_id(name: str) -> str:
     """A CloudFormation logical ID from a queue, type or schedule name: alphanumeric, capitalised."""
     parts = re.split(r"[^A-Za-z0-9]+", name)
     return "".join(part[:1].upper() + part[1:] for part in parts if part)
+
+
+#: AWS's limits on the names jobkit gives its resources.
+MAX_FUNCTION_NAME = 64  # Lambda
+MAX_QUEUE_NAME = 80  # SQS
+#: The longest prefix a stack may be deployed under (a stage may change the
+#: declaration's own): names are checked with it.
+LONGEST_PREFIX = "p" * 16
+
+
+def refuse_names_aws_refuses(source: str, queues: Mapping[str, str]) -> None:
+    """Refuse a queue whose resources AWS would refuse by name, under the
+    longest prefix a stack may take: its runner function (64 characters), its
+    queue and DLQ (80). ``queues`` maps each queue to the type that names it.
+
+    Raises:
+        ConfigError: naming the key to change, and the longest name that fits.
+    """
+    names = ResourceNames(LONGEST_PREFIX)
+    longest = min(MAX_FUNCTION_NAME - len(names.runner("")), MAX_QUEUE_NAME - len(names.dlq("")))
+    for queue, job_type in sorted(queues.items()):
+        checks = (
+            (names.runner(queue), MAX_FUNCTION_NAME, "its runner function's", "Lambda's"),
+            (names.dlq(queue), MAX_QUEUE_NAME, "its DLQ's", "SQS's"),
+        )
+        for name, limit, what, whose in checks:
+            if len(name) > limit:
+                key = f"types.{job_type}.queue" if job_type != queue else f"types.{job_type}"
+                raise ConfigError(
+                    source,
+                    key,
+                    f"queue name {queue!r} is too long: {what} name would be {len(name)} characters under a"
+                    f" 16-character prefix, over {whose} {limit}: give the queue a name of at most {longest}"
+                    f' characters (set queue = "..." on the type)',
+                )
 
 
 def refuse_shared_logical_ids(source: str, names: Iterable[str], key: Callable[[str], str]) -> None:

@@ -23,6 +23,7 @@ from jobkit.outcome import Outcome
 from jobkit.records.keys import Kind, partition_key
 from jobkit.template import LOG_RETENTION_DAYS, build, load_extra, logical_id, render
 from jobkit.template.naming import QueueIds
+from jobkit.template.resources import runner_description
 
 from conftest import FIXTURES, ROOT, START
 
@@ -381,3 +382,15 @@ def test_each_queue_has_a_rule_that_counts_its_succeeded_jobs_by_domain(translat
 def test_cfn_lint_is_clean_on_a_flow_control_template(flow_template: dict[str, Any]) -> None:
     translated = translate(flow_template, parameters={"Prefix": "flow"})
     assert [str(m) for m in lint(json.dumps(translated), config=ManualArgs(regions=["us-east-1"]))] == []
+
+
+def test_a_runners_description_fits_lambdas_256_characters() -> None:
+    # Five long type names on one queue: the description names as many as fit
+    names = [f"{'a' * 60}{n}" for n in range(5)]
+    types = {name: {"class": "m:C", "queue": "shared"} for name in names}
+    declaration = parse_declaration({"types": types}, source="test")
+    description = runner_description(declaration.queues["shared"])
+    assert len(description) <= 256 and description.endswith("more"), description
+    assert runner_description(parse_declaration({"types": {"t": {"class": "m:C"}}}, source="x").queues["t"]) == (
+        "jobkit runner for queue t: t"
+    )

@@ -128,3 +128,16 @@ def test_with_prefix_renames_resources(example_declaration: Declaration) -> None
     assert staged.table_name == "prod-jobs"
     with pytest.raises(ConfigError):
         example_declaration.with_prefix("bad prefix")
+
+
+@pytest.mark.parametrize(
+    ("queue", "what"),
+    [("q" * 41, "its runner function's name would be 65 characters"), ("q" * 60, "over Lambda's 64")],
+)
+def test_a_queue_name_aws_would_refuse_is_refused_when_the_declaration_loads(queue: str, what: str) -> None:
+    # Under the longest prefix (16), {prefix}-runner-{queue} must fit Lambda's 64 and
+    # {prefix}-{queue}-dlq SQS's 80: a queue name of 41 or more does not
+    with pytest.raises(ConfigError, match="at most 40 characters") as refused:
+        parse_declaration({"types": {"t": {"class": "m:C", "queue": queue}}}, source="x")
+    assert what in str(refused.value) and "types.t.queue" in str(refused.value)
+    parse_declaration({"types": {"t": {"class": "m:C", "queue": "q" * 40}}}, source="x")

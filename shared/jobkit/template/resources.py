@@ -179,7 +179,7 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
     )
     properties: dict[str, Any] = {
         "FunctionName": {"Fn::Sub": NAMES.runner(queue.name)},
-        "Description": f"jobkit runner for queue {queue.name}: {', '.join(queue.types)}",
+        "Description": runner_description(queue),
         "CodeUri": _code_uri(declaration, base_dir),
         "Handler": HANDLER,
         "Runtime": RUNTIME,
@@ -213,6 +213,21 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
             **checkov_skips("CKV_AWS_116", "CKV_AWS_117", "CKV_AWS_115", "CKV_AWS_173"),
         },
     }
+
+
+#: Lambda's limit on a function's description.
+MAX_DESCRIPTION = 256
+
+
+def runner_description(queue: QueueConfig) -> str:
+    """The runner's description: its queue and types, as many as Lambda's 256 characters hold."""
+    head = f"jobkit runner for queue {queue.name}: "
+    for shown in range(len(queue.types), 0, -1):
+        rest = len(queue.types) - shown
+        text = head + ", ".join(queue.types[:shown]) + (f" and {rest} more" if rest else "")
+        if len(text) <= MAX_DESCRIPTION:
+            return text
+    return f"jobkit runner for queue {queue.name}: {len(queue.types)} types"[:MAX_DESCRIPTION]
 
 
 def _code_uri(declaration: Declaration, base_dir: Path) -> str:
