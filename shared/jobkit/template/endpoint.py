@@ -38,15 +38,6 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
     declaration_json = json.dumps(subset, separators=(",", ":"), sort_keys=True)
     urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in own.queues}
     urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)
-    check_environment_size(
-        declaration,
-        "push_endpoint.types",
-        "the push endpoint",
-        "take fewer types, or shorten their params_schema",
-        declaration_json,
-        urls_json,
-        options.hmac_secret or "",
-    )
     variables: dict[str, Any] = {
         "JOBKIT_DECLARATION": declaration_json,
         "JOBKIT_PREFIX": {"Ref": PREFIX_PARAMETER},
@@ -72,6 +63,13 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
                 "Resource": _secret_arn(options.hmac_secret),
             }
         )
+    check_environment_size(
+        declaration,
+        "push_endpoint.types",
+        "the push endpoint",
+        "take fewer types, or shorten their params_schema",
+        variables,
+    )
     return {
         FUNCTION: {
             "Type": "AWS::Serverless::Function",

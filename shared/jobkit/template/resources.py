@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +17,14 @@ from jobkit.resources import (
     ARCHITECTURE,
     DLQ_RETENTION_S,
     HANDLER,
+    LONGEST_PREFIX,
     PREFIX_PARAMETER,
     QUEUE_RETENTION_S,
     RUNNER_RECURSIVE_LOOP,
     RUNTIME,
     TABLE_KEYS,
     TTL_ATTRIBUTE,
+    ResourceNames,
 )
 from jobkit.sam.makefile import makefile_path
 from jobkit.sam.runner import code_package
@@ -168,14 +172,20 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
     urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in sendable_queues(declaration, queue)}
     urls[NAMES.dlq(queue.name)] = f"${{{ids.dlq}}}"
     urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)
+    variables: dict[str, Any] = {
+        "JOBKIT_DECLARATION": declaration_json,
+        "JOBKIT_PREFIX": {"Ref": PREFIX_PARAMETER},
+        "JOBKIT_QUEUE": queue.name,
+        "JOBKIT_QUEUE_URLS": {"Fn::Sub": urls_json},
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
     check_environment_size(
         declaration,
         f"types.{queue.types[0]}.queue",
         f"the runner of queue {queue.name!r}",
-        "give some of its types (or the types they push) their own queue, or shorten their params_schema",
-        declaration_json,
-        urls_json,
-        queue.name,
+        "give some of its types (or the types they push) their own queue, or shorten their params_schema"
+        " (a params_schema in a file ships in the declaration too)",
+        variables,
     )
     properties: dict[str, Any] = {
         "FunctionName": {"Fn::Sub": NAMES.runner(queue.name)},
@@ -188,15 +198,7 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
         "MemorySize": queue.memory_mb,
         "Layers": [{"Ref": "JobkitLayer"}],
         "LoggingConfig": {"LogGroup": {"Ref": ids.log_group}},
-        "Environment": {
-            "Variables": {
-                "JOBKIT_DECLARATION": declaration_json,
-                "JOBKIT_PREFIX": {"Ref": PREFIX_PARAMETER},
-                "JOBKIT_QUEUE": queue.name,
-                "JOBKIT_QUEUE_URLS": {"Fn::Sub": urls_json},
-                "POWERTOOLS_LOG_LEVEL": "INFO",
-            }
-        },
+        "Environment": {"Variables": variables},
         "Policies": [runner_policy(declaration, queue)],
         # the runner's own chains of sends (hops, fan-outs, holds) are loops by design
         "RecursiveLoop": RUNNER_RECURSIVE_LOOP,
@@ -248,13 +250,50 @@ def _relative(path: Path, base_dir: Path) -> str:
     return Path(os.path.relpath(path.resolve(), base_dir.resolve())).as_posix()
 
 
-def check_environment_size(declaration: Declaration, key: str, function: str, remedy: str, *values: str) -> None:
-    """Refuse a function whose environment variables (``values``, plus about 200
-    bytes of names, prefix and log level) would not fit in Lambda's 4 KB."""
-    size = sum(len(v.encode("utf-8")) for v in values) + 200
+#: Where the longest queue URL of any Region and partition could be: a Region
+#: name of 15 characters, the China partition's domain, a 12-digit account.
+LONGEST_QUEUE_URL = "https://sqs.{region}.amazonaws.com.cn/{account}/{name}".format(
+    region="x" * 15, account="1" * 12, name="{name}"
+)
+
+
+def environment_size(declaration: Declaration, variables: Mapping[str, Any]) -> int:
+    """Bytes of a function's environment as Lambda measures them: the JSON of
+    the variables map, key names, quotes, commas and brackets included, with
+    every reference resolved at its longest: the prefix at 16 characters, a
+    queue's URL in the longest Region and partition."""
+    longest = ResourceNames(LONGEST_PREFIX)
+    urls = {PREFIX_PARAMETER: LONGEST_PREFIX}
+    for queue in declaration.queues:
+        urls[QueueIds(queue).queue] = LONGEST_QUEUE_URL.format(name=longest.queue(queue))
+        urls[QueueIds(queue).dlq] = LONGEST_QUEUE_URL.format(name=longest.dlq(queue))
+
+    def name(logical_id: str) -> str:
+        return urls[logical_id]  # a reference jobkit does not know fails the template loudly
+
+    def resolved(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if value == {"Ref": PREFIX_PARAMETER}:
+            return LONGEST_PREFIX
+        if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+            return re.sub(r"\$\{([A-Za-z0-9]+)\}", lambda found: name(found.group(1)), value["Fn::Sub"])
+        raise ValueError(f"an environment value jobkit cannot measure: {value!r}")
+
+    text = json.dumps({key: resolved(value) for key, value in variables.items()}, separators=(",", ":"))
+    return len(text.encode("utf-8"))
+
+
+def check_environment_size(
+    declaration: Declaration, key: str, function: str, remedy: str, variables: Mapping[str, Any]
+) -> None:
+    """Refuse a function whose environment variables would not fit in Lambda's
+    4 KB, as Lambda measures them (:func:`environment_size`), saying what to do."""
+    size = environment_size(declaration, variables)
     if size > MAX_ENVIRONMENT_BYTES:
         raise ConfigError(
             declaration.source,
             key,
-            f"{function} would need {size} bytes of environment, over Lambda's {MAX_ENVIRONMENT_BYTES}: {remedy}",
+            f"{function} would need {size} bytes of environment (as Lambda measures it, with its queue URLs and"
+            f" prefix at their longest), over Lambda's {MAX_ENVIRONMENT_BYTES}: {remedy}",
         )
