@@ -204,3 +204,23 @@ def test_a_cron_only_aws_evaluates_leaves_the_local_stack_running(caplog: pytest
         ran = [r for r in stack.results.results if r.outcome.value == "succeeded"]
     assert len(ran) == 3  # the hourly schedule fired; the other one was left out, with a warning
     assert "monthEnd does not fire on the local stack" in caplog.text
+
+
+def test_a_firing_the_scheduler_sends_twice_runs_once_in_the_example(example_declaration: Declaration) -> None:
+    # EventBridge Scheduler may retry a send with a new execution ID: a new job ID, the
+    # same params and scheduled time. The example's emailDigest must send one digest.
+    from jobkit.clock import VirtualClock
+    from jobkit.local import LocalStack
+    from jobkit.outcome import Outcome
+
+    schedule = example_declaration.schedules["nightlyDigest"]
+    with LocalStack(example_declaration, clock=VirtualClock(1795312800.0 + 5)) as stack:
+        url = stack.queue_url(example_declaration.types["emailDigest"].queue)
+        for execution_id in ("d32c5kddcf5bb8c3", "e41f0a9b7c6d5e22"):
+            stack.sqs.send_message(QueueUrl=url, MessageBody=fired_body(schedule, execution_id, "2026-11-22T02:00:00Z"))
+            stack.clock.advance(60)
+        stack.drain()
+        outcomes = sorted(
+            r.outcome for r in stack.results.results if r.job_type == "emailDigest" and r.outcome.is_final
+        )
+    assert outcomes == sorted([Outcome.SUCCEEDED, Outcome.DUPLICATE])

@@ -17,8 +17,9 @@ CHECKOV_SKIPS = {
         "Encrypted at rest with the AWS managed key (SSESpecification.SSEEnabled). The table holds job IDs,"
         " dedup hashes, root timestamps, claims, and for 14 days failure and status records: the error"
         " messages jobs raise (which may quote params unless the job overrides Job.error_message) and the"
-        " results of track_status types; never the params themselves (see docs/security.md). A customer"
-        " managed key would add a key policy to run and a KMS charge to every dedup request"
+        " results of track_status types; never the params themselves (see docs/security.md). KMS charges"
+        " apply to the AWS managed key only when DynamoDB refreshes its cached table key, not per request; a"
+        " customer managed key would add a key policy to run and a monthly key charge"
     ),
     "CKV_AWS_116": (
         "A function DLQ only catches failed asynchronous invocations; the event source mapping invokes the"
