@@ -194,13 +194,16 @@ def _derived_schema(declaration: Declaration, job_type: str) -> dict[str, object
 
 
 def _generated_files(declaration: Declaration, output: Path, extra: Path) -> dict[Path, str]:
-    """What ``jobkit template`` writes: the template, and the Makefile ``sam build`` runs."""
+    """What ``jobkit template`` writes: the template (and its nested stacks',
+    beside it, when the declaration has more queues than one stack holds), and
+    the Makefile ``sam build`` runs."""
     import jobkit
     from jobkit.sam.makefile import makefile_path, makefile_text
-    from jobkit.template import load_extra, render
+    from jobkit.template import load_extra, render_all
 
+    templates = render_all(declaration, load_extra(extra), base_dir=output.parent, template_name=output.name)
     return {
-        output: render(declaration, load_extra(extra), base_dir=output.parent),
+        **{output.parent / name: text for name, text in templates.items()},
         makefile_path(declaration): makefile_text(declaration, jobkit.__version__),
     }
 

@@ -39,6 +39,7 @@ class DeployedStack:
     name: str
     outputs: dict[str, str]
     template: dict[str, Any]  # the translated (CloudFormation) template
+    functions: dict[str, dict[str, Any]]  # every Lambda function's properties, nested stacks' too, by logical ID
 
 
 def load_template(path: Path) -> dict[str, Any]:
@@ -83,15 +84,19 @@ def deploy(
     stack_name: str,
     parameters: Mapping[str, str],
     region: str = "us-east-1",
+    base_dir: Path | None = None,
 ) -> DeployedStack:
-    """Create the stack in the (emulated) account. ``clients(service)`` makes a boto3 client."""
+    """Create the stack in the (emulated) account. ``clients(service)`` makes a boto3 client.
+
+    Nested stacks (``AWS::Serverless::Application`` whose ``Location`` is a
+    template file beside this one, in ``base_dir``) are packaged as
+    ``sam deploy`` packages them: each is transformed and uploaded, and its
+    location becomes the upload's URL."""
     import json
 
     s3, cloudformation, lambda_ = clients("s3"), clients("cloudformation"), clients("lambda")
     s3.create_bucket(Bucket=ARTIFACT_BUCKET)
-    for logical_id, resource in sam_template.get("Resources", {}).items():
-        if resource.get("Type") in CODE_PROPERTIES:
-            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=f"{logical_id}.zip", Body=_placeholder_zip())
+    sam_template = _packaged(s3, sam_template, region, base_dir or Path("."), "")
     template = translate(sam_template, region=region, parameters=parameters)
     cloudformation.create_stack(
         StackName=stack_name,
@@ -105,7 +110,43 @@ def deploy(
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
     _disable_event_source_mappings(lambda_)
     _enable_ttl(clients("dynamodb"), template, outputs)
-    return DeployedStack(stack_name, outputs, template)
+    return DeployedStack(stack_name, outputs, template, _functions(s3, template))
+
+
+def _packaged(s3: Any, sam_template: Mapping[str, Any], region: str, base_dir: Path, scope: str) -> dict[str, Any]:
+    """The template with its code and its nested stacks in the artifact bucket,
+    as ``sam package`` leaves it (``scope`` keeps nested stacks' keys apart)."""
+    import copy
+    import json
+
+    template = copy.deepcopy(dict(sam_template))
+    for logical_id, resource in template.get("Resources", {}).items():
+        if resource.get("Type") in CODE_PROPERTIES:  # translate() points the code here
+            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=f"{logical_id}.zip", Body=_placeholder_zip())
+        location = resource.get("Properties", {}).get("Location")
+        if resource.get("Type") == "AWS::Serverless::Application" and isinstance(location, str):
+            child = load_template(base_dir / location)
+            packaged = _packaged(s3, child, region, base_dir, f"{scope}{logical_id}/")
+            body = json.dumps(translate(packaged, region=region))
+            key = f"{scope}{logical_id}.template.json"
+            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=key, Body=body.encode("utf-8"))
+            resource["Properties"]["Location"] = f"https://s3.amazonaws.com/{ARTIFACT_BUCKET}/{key}"
+    return template
+
+
+def _functions(s3: Any, template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The Lambda functions of a translated template and of its nested stacks'."""
+    import json
+
+    found: dict[str, dict[str, Any]] = {}
+    for logical_id, resource in template.get("Resources", {}).items():
+        if resource.get("Type") == "AWS::Lambda::Function":
+            found[logical_id] = resource.get("Properties", {})
+        url = resource.get("Properties", {}).get("TemplateURL")
+        if resource.get("Type") == "AWS::CloudFormation::Stack" and isinstance(url, str):
+            key = url.split(f"/{ARTIFACT_BUCKET}/", 1)[1]
+            found.update(_functions(s3, json.loads(s3.get_object(Bucket=ARTIFACT_BUCKET, Key=key)["Body"].read())))
+    return found
 
 
 def _for_moto(template: dict[str, Any]) -> dict[str, Any]:

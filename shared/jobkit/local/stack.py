@@ -227,14 +227,15 @@ class LocalStack:
             stack_name=self.declaration.names.local_stack,
             parameters={PREFIX_PARAMETER: self.declaration.prefix},
             region=self.region,
+            base_dir=path.parent,
         )
         self.stack_outputs = stack.outputs
         for queue in self.declaration.queues:
-            ids = QueueIds(queue)
-            function = stack.template["Resources"][ids.runner]["Properties"]
+            # by name: a queue in a nested stack has no output in the root
+            for name in (self.declaration.queue_name(queue), self.declaration.dlq_name(queue)):
+                self.queue_urls[name] = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+            function = stack.functions.get(QueueIds(queue).runner, {})
             self._recursive_loop.setdefault(queue, function.get("RecursiveLoop", TERMINATE))
-            self.queue_urls[self.declaration.queue_name(queue)] = stack.outputs[ids.queue_url_output]
-            self.queue_urls[self.declaration.dlq_name(queue)] = stack.outputs[ids.dlq_url_output]
 
     def client(self, service: str) -> Any:
         """A boto3 client for the emulated AWS (one per service)."""

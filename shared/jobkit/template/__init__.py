@@ -29,9 +29,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobkit.config import Declaration
+from jobkit.config import Declaration, QueueConfig
 from jobkit.errors import ConfigError
 from jobkit.resources import ARCHITECTURE, RUNTIME
+from jobkit.template import stacks
 from jobkit.template.alarms import alarm_topic, conditions, limit_alarms, queue_alarms, type_alarms
 from jobkit.template.cfn_yaml import to_yaml
 from jobkit.template.checkov import CHECKOV_SKIPS
@@ -39,7 +40,7 @@ from jobkit.template.dashboard import dashboard
 from jobkit.template.endpoint import endpoint_outputs, endpoint_resources
 from jobkit.template.extra import SECTIONS_USERS_MAY_EXTEND, load_extra, merge_extra
 from jobkit.template.iam import RUNNER_TABLE_ACTIONS, producer_policy
-from jobkit.template.insight import domain_rules
+from jobkit.template.insight import domain_rule
 from jobkit.template.naming import logical_id
 from jobkit.template.parameters import LOG_RETENTION_DAYS, parameters
 from jobkit.template.resources import (
@@ -60,9 +61,11 @@ __all__ = [
     "RUNTIME",
     "SECTIONS_USERS_MAY_EXTEND",
     "build",
+    "build_all",
     "load_extra",
     "logical_id",
     "render",
+    "render_all",
 ]
 
 HEADER = (
@@ -72,21 +75,49 @@ HEADER = (
 
 
 def render(declaration: Declaration, extra: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> str:
-    """The SAM template for a declaration, as YAML text."""
+    """The SAM template for a declaration, as YAML text (the root, if it nests stacks)."""
     return HEADER + to_yaml(build(declaration, extra, base_dir=base_dir))
+
+
+def render_all(
+    declaration: Declaration,
+    extra: Mapping[str, Any] | None = None,
+    *,
+    base_dir: Path | None = None,
+    template_name: str = "template.yaml",
+) -> dict[str, str]:
+    """Every template file for a declaration, by file name (beside the root):
+    the root, and its nested stacks' when it has any (:mod:`.stacks`)."""
+    built = build_all(declaration, extra, base_dir=base_dir, template_name=template_name)
+    return {name: HEADER + to_yaml(template) for name, template in built.items()}
 
 
 def build(
     declaration: Declaration, extra: Mapping[str, Any] | None = None, *, base_dir: Path | None = None
 ) -> dict[str, Any]:
-    """The SAM template for a declaration, as a dict.
+    """The SAM template for a declaration, as a dict (the root, if it nests stacks).
 
     Args:
         base_dir: the template's directory, which its code paths are relative to
             (default: the current directory).
     """
+    return build_all(declaration, extra, base_dir=base_dir)["template.yaml"]
+
+
+def build_all(
+    declaration: Declaration,
+    extra: Mapping[str, Any] | None = None,
+    *,
+    base_dir: Path | None = None,
+    template_name: str = "template.yaml",
+) -> dict[str, dict[str, Any]]:
+    """Every template of a declaration, by file name: the root as ``template_name``.
+
+    Raises:
+        ConfigError: a template CloudFormation would refuse (over its limits).
+    """
     base_dir = base_dir if base_dir is not None else Path.cwd()
-    template: dict[str, Any] = {
+    root: dict[str, Any] = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Transform": "AWS::Serverless-2016-10-31",
         "Description": "jobkit: a job queue on SQS, Lambda and DynamoDB (generated from infra/jobs.toml)",
@@ -105,22 +136,53 @@ def build(
             },
         },
     }
-    resources, outputs = template["Resources"], template["Outputs"]
-    for queue in declaration.queues.values():
-        _add(declaration, resources, queue_resources(declaration, queue, base_dir))
-        _add(declaration, resources, queue_alarms(queue))
-        _add(declaration, outputs, queue_outputs(queue))
-    _add(declaration, resources, domain_rules(declaration))
+    resources, outputs = root["Resources"], root["Outputs"]
+    per_queue = {queue.name: _queue_parts(declaration, queue, base_dir) for queue in declaration.queues.values()}
+    templates: dict[str, dict[str, Any]] = {template_name: root}
+    if not stacks.nested(declaration):
+        for queue in declaration.queues.values():
+            _add(declaration, resources, per_queue[queue.name]["resources"])
+            _add(declaration, outputs, queue_outputs(queue))
+        _add(declaration, resources, {k: v for q in per_queue.values() for k, v in q["rules"].items()})
+    else:
+        buckets: dict[int, dict[str, Any]] = {}
+        for name in sorted(per_queue):
+            part = buckets.setdefault(stacks.bucket(name), {})
+            _add(declaration, part, per_queue[name]["resources"])
+            _add(declaration, part, per_queue[name]["rules"])
+            _add(declaration, part, per_queue[name]["types"])
+        for number, part in sorted(buckets.items()):
+            child = stacks.child_file(template_name, number)
+            templates[child] = stacks.child_template(declaration, number, part, root["Parameters"])
+            resources[stacks.stack_id(number)] = stacks.stack_resource(number, child, root["Parameters"])
     _add(declaration, resources, schedule_resources(declaration))
     _add(declaration, resources, endpoint_resources(declaration))
     _add(declaration, outputs, endpoint_outputs(declaration))
-    for job_type in declaration.types.values():
-        _add(declaration, resources, type_alarms(declaration, job_type.name))
-        _add(declaration, resources, limit_alarms(declaration, job_type))
+    if not stacks.nested(declaration):
+        for job_type in declaration.types.values():
+            _add(declaration, resources, type_alarms(declaration, job_type.name))
+            _add(declaration, resources, limit_alarms(declaration, job_type))
     _add(declaration, resources, {"Dashboard": dashboard(declaration)})
     if extra:
-        merge_extra(template, extra)
-    return template
+        merge_extra(root, extra)
+    if stacks.nested(declaration):  # the root's references to the queues, which live in nested stacks now
+        root["Resources"] = {
+            name: stacks.named_across(declaration, value, set(resources), child=False)
+            for name, value in resources.items()
+        }
+    for name, template in templates.items():
+        stacks.check_limits(declaration.source, name, template)
+    return templates
+
+
+def _queue_parts(declaration: Declaration, queue: QueueConfig, base_dir: Path) -> dict[str, dict[str, Any]]:
+    """A queue's resources: its own and its alarms, its insight rule, and its types' alarms."""
+    own = {**queue_resources(declaration, queue, base_dir), **queue_alarms(queue)}
+    types: dict[str, Any] = {}
+    for name in queue.types:
+        types.update(type_alarms(declaration, name))
+        types.update(limit_alarms(declaration, declaration.types[name]))
+    return {"resources": own, "rules": domain_rule(queue.name), "types": types}
 
 
 def _add(declaration: Declaration, section: dict[str, Any], new: Mapping[str, Any]) -> None:

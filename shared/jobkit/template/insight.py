@@ -53,10 +53,14 @@ def domains_rule_definition(log_group: str) -> dict[str, Any]:
 
 def domain_rules(declaration: Declaration) -> dict[str, Any]:
     """Per declared queue, its rule (``AWS::CloudWatch::InsightRule``)."""
-    rules: dict[str, Any] = {}
-    for queue in declaration.queues:
-        body = json.dumps(domains_rule_definition(NAMES.log_group(queue)), separators=(",", ":"))
-        rules[f"{logical_id(queue)}DomainsRule"] = {
+    return {name: rule for queue in declaration.queues for name, rule in domain_rule(queue).items()}
+
+
+def domain_rule(queue: str) -> dict[str, Any]:
+    """A declared queue's rule (``AWS::CloudWatch::InsightRule``), by its logical ID."""
+    body = json.dumps(domains_rule_definition(NAMES.log_group(queue)), separators=(",", ":"))
+    return {
+        f"{logical_id(queue)}DomainsRule": {
             "Type": "AWS::CloudWatch::InsightRule",
             # The rule names the log group by name: create it after the group
             "DependsOn": QueueIds(queue).log_group,
@@ -66,4 +70,4 @@ def domain_rules(declaration: Declaration) -> dict[str, Any]:
                 "RuleBody": {"Fn::Sub": body},
             },
         }
-    return rules
+    }
