@@ -35,14 +35,17 @@ def run(delay_s: int = DAY_S) -> dict[str, Any]:
     from jobkit.outcome import Outcome
 
     calls = ApiCalls()
-    with aws_environment(None), calls.counting():
-        with LocalStack(_declaration(), clock=VirtualClock(START), seed=1) as stack:
-            stack.queue_group("bench").push(JobSpecification("later", {}, delay=delay_s))
-            calls.reset()
-            stack.drain()
-            outcomes = [r.outcome for r in stack.results.results]
-            invocations = stack.mappings["later"].invocations
-            released_at = stack.clock.now()
+    with (
+        aws_environment(None),
+        calls.counting(),
+        LocalStack(_declaration(), clock=VirtualClock(START), seed=1) as stack,
+    ):
+        stack.queue_group("bench").push(JobSpecification("later", {}, delay=delay_s))
+        calls.reset()
+        stack.drain()
+        outcomes = [r.outcome for r in stack.results.results]
+        invocations = stack.mappings["later"].invocations
+        released_at = stack.clock.now()
     return {
         "delay_s": delay_s,
         "hops": outcomes.count(Outcome.DELAYED),

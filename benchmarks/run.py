@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_coldstart
 import bench_fanout
-import bench_long_delay
 import bench_flow_control
+import bench_long_delay
 import bench_push
 import bench_round_trips
 import bench_runner
