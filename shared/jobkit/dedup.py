@@ -555,12 +555,15 @@ class DedupStore:
         """A job's failure records, newest first."""
         return list(self.runs(ref, limit).failures)
 
-    def record_deferral(self, job_type: str, message_id: str, attempts_used: int) -> bool:
+    def record_deferral(self, job_type: str, message_id: str, attempts_used: int, *, recounted: bool = False) -> bool:
         """Remember, for the re-enqueued message ``message_id``, the attempts its
-        job had used. Kept where no sender can write it: a message attribute or
-        body field would let anyone forge a count, and would survive a redrive."""
+        job had used (and whether they were recounted). Kept where no sender can
+        write it: a message attribute or body field would let anyone forge a
+        count, and would survive a redrive."""
         try:
-            self.backend.put_deferral(job_type, message_id, attempts_used, self._expiry(DEFERRAL_RECORD_TTL_S))
+            self.backend.put_deferral(
+                job_type, message_id, attempts_used, self._expiry(DEFERRAL_RECORD_TTL_S), recounted=recounted
+            )
         except DedupUnavailable as exc:
             log.warning("could not record the attempts of deferred message %s: %s", message_id, exc)
             return False
@@ -569,11 +572,17 @@ class DedupStore:
     def attempts_before(self, job_type: str, message_id: str) -> int:
         """The attempts used before the runner re-enqueued this message (0 if it
         did not, or the store cannot say: the job then gets its full attempts)."""
+        return self.deferred(job_type, message_id)[0]
+
+    def deferred(self, job_type: str, message_id: str) -> tuple[int, bool]:
+        """(attempts used, whether they were recounted) before the runner
+        re-enqueued this message: ``(0, False)`` if it did not, or the store
+        cannot say (the job then gets its full attempts)."""
         try:
-            return self.backend.deferral(job_type, message_id) or 0
+            return self.backend.deferred(job_type, message_id) or (0, False)
         except DedupUnavailable as exc:
             log.warning("could not read the attempts of deferred message %s: %s", message_id, exc)
-            return 0
+            return 0, False
 
     def _expiry(self, ttl_s: int) -> int:
         return int(self._clock.now()) + ttl_s

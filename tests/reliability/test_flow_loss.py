@@ -163,6 +163,28 @@ def test_a_window_owner_whose_wait_was_never_sent_still_runs_for_the_jobs_it_deb
     assert runs(leaf.id) == 1, outcomes
 
 
+def test_a_window_owner_recounted_on_its_last_attempt_keeps_its_window(rel: LocalStack) -> None:
+    # Given a plain job for Paris, and a leaf for Paris that takes the window but whose wait
+    # is never sent, and that then fails its second attempt: its last one is recounted
+    # (the first receive never ran it), and a newer root is recorded meanwhile
+    group = rel.queue_group("enwiki")
+    plain = JobSpecification("debounced", {"key": "Paris"})
+    group.push(plain)
+    rel.drain(until=START + 0.5)
+    rel.clock.advance(1)
+    leaf = JobSpecification("debounced", leaf_params("tpl", START - 20, key="Paris", script={"fail": 2}))
+    group.push(leaf)
+    resend = FailCalls(rel.sqs, "sqs.SendMessage", code=SQS_THROTTLE[0], status=SQS_THROTTLE[1], times=1)
+    rel.drain(until=START + 2)
+    resend.remove()
+    assert group.deduplicate_root_job(JobSpecification("debounced", new_root_job_params("tpl", START - 5)))
+    rel.drain()
+    # Then the leaf, which owes the plain job its run, ran until it succeeded
+    outcomes = table(rel)
+    assert final(rel, plain.id).outcome is Outcome.DEBOUNCED, outcomes
+    assert runs(leaf.id) == 1, outcomes
+
+
 def test_a_stale_leaf_delivered_again_does_not_take_the_window(rel: LocalStack) -> None:
     # Given a newer root's leaf for Paris waiting in its window, and a stale leaf whose
     # first delivery died before it reached the window (an invocation killed early)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -44,6 +45,9 @@ ALLOW, TERMINATE = "Allow", "Terminate"
 XRAY = "AWSTraceHeader"
 #: The root of a header made for a message that had none.
 NO_TRACE = "Root=1-00000000-000000000000000000000000"
+
+#: A lineage count as Lambda writes it: a few ASCII digits.
+_COUNT = re.compile(r"[0-9]{1,9}")
 
 #: The lineage of the invocation in progress (in this thread or task), if any.
 _current: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("jobkit_lineage", default=None)
@@ -63,7 +67,7 @@ def lineage_of(header: str | None) -> dict[str, int]:
         counts: dict[str, int] = {}
         for entry in value.split("|"):
             key, _, count = entry.partition(":")
-            if key and count.isdigit():
+            if key and _COUNT.fullmatch(count):  # a malformed entry (a sender's) counts nothing
                 counts[key] = max(counts.get(key, 0), int(count))
         return counts
     return {}

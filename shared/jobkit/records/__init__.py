@@ -77,6 +77,8 @@ class FailureRecord:
             (``non_retryable``, ``attempts_exhausted``, ``poison``): the
             runner's own word, which the DLQ tools trust over message attributes.
         correlation_id: the correlation ID the job's message carried.
+        ran: false for a receive that failed without running the job (the
+            runner could not re-enqueue it): it is no attempt that ran.
     """
 
     job_id: str
@@ -89,6 +91,7 @@ class FailureRecord:
     traceback: str
     dead_letter_reason: str | None = None
     correlation_id: str | None = None
+    ran: bool = True
 
     @property
     def ref(self) -> JobRef:

@@ -163,6 +163,7 @@ class Records:
                 "traceback": record.traceback,
                 "dead_letter_reason": record.dead_letter_reason,
                 "correlation_id": record.correlation_id,
+                "not_run": None if record.ran else True,
             },
         )
 
@@ -205,13 +206,26 @@ class Records:
 
     # -- deferrals ----------------------------------------------------------------------------
 
-    def put_deferral(self, job_type: str, message_id: str, attempts_used: int, expires_at: int) -> None:
-        self.table.put(_deferral_key(job_type, message_id), {"expires_at": expires_at, "attempts_used": attempts_used})
+    def put_deferral(
+        self, job_type: str, message_id: str, attempts_used: int, expires_at: int, *, recounted: bool = False
+    ) -> None:
+        values: Item = {"expires_at": expires_at, "attempts_used": attempts_used}
+        if recounted:
+            values = {**values, "recounted": True}
+        self.table.put(_deferral_key(job_type, message_id), values)
 
     def deferral(self, job_type: str, message_id: str) -> int | None:
         """The attempts a re-enqueued message's job had used, if the runner recorded them."""
+        found = self.deferred(job_type, message_id)
+        return None if found is None else found[0]
+
+    def deferred(self, job_type: str, message_id: str) -> tuple[int, bool] | None:
+        """(attempts used, whether its attempts were recounted) of a re-enqueued
+        message, if the runner recorded them."""
         item = self.table.get(_deferral_key(job_type, message_id))
-        return None if item is None else _int(item, "attempts_used")
+        if item is None:
+            return None
+        return _int(item, "attempts_used") or 0, item.get("recounted") is True
 
     # -- status records -------------------------------------------------------------------------
 
@@ -312,6 +326,7 @@ def _failure(item: Item, ref: JobRef) -> FailureRecord:
         traceback=_text(item, "traceback"),
         dead_letter_reason=_optional_text(item, "dead_letter_reason"),
         correlation_id=_optional_text(item, "correlation_id"),
+        ran=item.get("not_run") is not True,
     )
 
 

@@ -42,13 +42,15 @@ class Attempts:
     def __init__(self, store: DedupStore | None) -> None:
         self._store = store
 
-    def before(self, record: Mapping[str, Any], job_type: str) -> int:
-        """Attempts used by the messages this one was re-enqueued from."""
+    def before(self, record: Mapping[str, Any], job_type: str) -> tuple[int, bool]:
+        """Attempts used by the messages this one was re-enqueued from, and
+        whether the runner recounted them (:mod:`jobkit.runner.stages.recount`)."""
         # Only a message the runner re-enqueued has earlier attempts, and only the
-        # jobs table knows how many: the attribute just says where to look.
+        # jobs table knows how many: the attribute just says where to look, and a
+        # record is kept under the message's own ID, which a redrive does not keep.
         if self._store is None or DEFERRED_ATTRIBUTE not in (record.get("messageAttributes") or {}):
-            return 0
-        return self._store.attempts_before(job_type, record["messageId"])
+            return 0, False
+        return self._store.deferred(job_type, record["messageId"])
 
     def started(self, delivery: Delivery, started: float) -> FinalAttempt | None:
         """An attempt starts: if it is the type's last, record that (and on which

@@ -76,6 +76,8 @@ class Delivery:
             on it: a root recorded since must not skip it (it runs anyway).
         debounce_registration: the message that registered the job in its
             debounce window; every copy the runner sends of it carries this.
+        recounted: the runner recounted the job's attempts once
+            (:mod:`jobkit.runner.stages.recount`); every copy it sends keeps that.
     """
 
     record: Mapping[str, Any]
@@ -92,6 +94,7 @@ class Delivery:
     pushed_at: float | None = None
     owes_run: bool = False
     debounce_registration: str | None = None
+    recounted: bool = False
     _notes: dict[object, Any] = field(default_factory=dict, repr=False)
 
     def note(self, owner: object, value: Any) -> None:

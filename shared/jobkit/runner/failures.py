@@ -119,7 +119,7 @@ class Failures:
         if delivery.receive_count >= self._queue.max_receive_count:
             return self.dead_letter(delivery, "internal_error", error, message, {"reason": why})
         log.warning("%s; the message will be redelivered", message, extra=delivery.keys)
-        self._record(delivery, error, message, None)
+        self._record(delivery, error, message, None, ran=False)
         return delivery.result(Outcome.RETRIED, error=describe(error, message), reason=why, exception=error)
 
     def poison(self, record: Mapping[str, Any], error: Exception, spec: JobSpecification | None = None) -> RecordResult:
@@ -174,7 +174,9 @@ class Failures:
                 return RecordResult(message_id, UNKNOWN_TYPE, Outcome.DEAD_LETTERED, error=text, exception=error)
         return RecordResult(message_id, UNKNOWN_TYPE, Outcome.RETRIED, error=text, exception=error)
 
-    def _record(self, delivery: Delivery, error: BaseException, message: str, reason: str | None) -> bool:
+    def _record(
+        self, delivery: Delivery, error: BaseException, message: str, reason: str | None, *, ran: bool = True
+    ) -> bool:
         if self._store is None:
             return True
         spec = delivery.spec
@@ -189,6 +191,7 @@ class Failures:
             traceback_tail(error, message),
             dead_letter_reason=reason,
             correlation_id=delivery.correlation_id,
+            ran=ran,
         )
         return self._store.record_failure(record)
 

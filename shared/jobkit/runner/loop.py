@@ -91,7 +91,7 @@ class Runner:
         self._failures = Failures(self.queue, queues, dedup, self._clock, rng or random.Random())
         self._budget = TimeBudget()  # the container's: what its jobs took, to keep a batch in its timeout
         self._hand_back = Requeue(queues, dedup, self._failures)
-        self._ran_in_batch = False
+        self._ran_in_batch = self._handing_back = False
         job_types = tuple(declaration.types[name] for name in self.queue.types)
         kit = StageKit(self.queue, queues, self._clock, dedup, metrics, group_factory, job_types)
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
@@ -111,7 +111,7 @@ class Runner:
         """Handle every record of an SQS event and return what happened to each."""
         records = event.get("Records") if isinstance(event, Mapping) else None
         self._hooks = _Hooks(self.stages)  # each batch: a test or an app may have changed the stages
-        self._ran_in_batch = False
+        self._ran_in_batch = self._handing_back = False
         for hook in self._hooks.begin_batch:
             self._call(hook)
         entries = [self._take_safely(record, context) for record in (records if isinstance(records, list) else [])]
@@ -198,14 +198,27 @@ class Runner:
 
     def _out_of_time(self, delivery: Delivery) -> RecordResult | None:
         """Hand the job back if it would not finish before the invocation's
-        deadline (:mod:`jobkit.runner.deadline`); the first job of a batch always runs."""
+        deadline (:mod:`jobkit.runner.deadline`); the first job of a batch always
+        runs, and once a job is handed back, so is every job after it (the time
+        left only shrinks, and a copy sent is only right if the invocation then
+        answers in time). A hand-back that cannot be sent runs the job."""
         if not self._ran_in_batch:
             return None
-        fits, left, needs = self._budget.fits(delivery)
-        if fits:
+        if self._handing_back:
+            why = "handed back: a job before it in the batch was, for lack of time"
+        else:
+            fits, left, needs = self._budget.fits(delivery)
+            if fits:
+                return None
+            why = f"handed back: {left:.1f} s left in the invocation, and its type's jobs take up to {needs:.1f} s"
+        try:
+            self._hand_back.send(delivery, 0)
+        except Exception as exc:
+            log.warning("could not hand the job back (%s): running it", exc, extra=delivery.keys)
             return None
-        why = f"handed back: {left:.1f} s left in the invocation, and its type's jobs take up to {needs:.1f} s"
-        return self._hand_back(delivery, 0, Outcome.DEFERRED, why)
+        self._handing_back = True
+        log.info("re-enqueued: %s", why, extra=delivery.keys)
+        return delivery.result(Outcome.DEFERRED, reason=why)
 
     def _admit_on_turn(self, delivery: Delivery, position: int) -> RecordResult | None:
         for stage in self._hooks.admitters[position:]:
@@ -239,9 +252,18 @@ class Runner:
         ordered_at, taken_at = pushed_at(spec.enqueued_at, seen), enqueued_at(spec.enqueued_at, seen)
         if taken_at != spec.enqueued_at:
             spec = spec.replace(enqueued_at=taken_at)
-        attempt = self._attempts.before(record, spec.type) + received
+        before, recounted = self._attempts.before(record, spec.type)
         return Delivery(
-            record, spec, job_type, job_class, attempt, received, context=context, seen_at=seen, pushed_at=ordered_at
+            record,
+            spec,
+            job_type,
+            job_class,
+            before + received,
+            received,
+            context=context,
+            seen_at=seen,
+            pushed_at=ordered_at,
+            recounted=recounted,
         )
 
     def _served_type(self, name: str) -> JobType:

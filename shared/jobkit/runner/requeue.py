@@ -14,7 +14,6 @@ from jobkit.sqs import (
     DEBOUNCE_ATTRIBUTE,
     DEFERRED_ATTRIBUTE,
     ENQUEUED_AT_ATTRIBUTE,
-    RECOUNTED_ATTRIBUTE,
     number_attribute,
     string_attribute,
 )
@@ -51,23 +50,37 @@ class Requeue:
     ) -> RecordResult:
         """Send the job again in ``delay_s`` seconds, with the runner's
         ``attributes`` besides its own. A job registered with its debounce key
-        stays registered (the attribute is carried)."""
+        stays registered (the attribute is carried). A send that fails leaves
+        the message to come back (:meth:`Failures.requeue_failed`)."""
+        try:
+            self.send(delivery, delay_s, attributes)
+        except Exception as exc:
+            return self._failures.requeue_failed(delivery, exc, why)
+        log.info("re-enqueued for %ss: %s", delay_s, why, extra=delivery.keys)
+        return delivery.result(outcome, reason=why)
+
+    def send(
+        self,
+        delivery: Delivery,
+        delay_s: int,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        *,
+        recounted: bool = False,
+    ) -> str:
+        """Send the job again, carrying the attempts it used (``delivery.attempt - 1``)
+        and, once recounted, that its attempts were. Returns the new message's ID;
+        raises what the send raised."""
         used = delivery.attempt - 1
+        recounted = recounted or delivery.recounted
         # when SQS saw the job's first message: the copy's own send time is later
         seen = delivery.seen_at if delivery.seen_at is not None else delivery.spec.enqueued_at
         attributes = {ENQUEUED_AT_ATTRIBUTE: number_attribute(seen or 0.0), **(attributes or {})}
         registration = delivery.debounce_registration or string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE)
         if DEBOUNCE_ATTRIBUTE not in attributes and registration:
             attributes[DEBOUNCE_ATTRIBUTE] = string_attribute(registration)
-        if string_attribute_of(delivery.record, RECOUNTED_ATTRIBUTE):  # recounted once: never again
-            attributes[RECOUNTED_ATTRIBUTE] = string_attribute("1")
-        if used and self._dedup is not None:
+        if (used or recounted) and self._dedup is not None:
             attributes[DEFERRED_ATTRIBUTE] = string_attribute("1")
-        try:
-            message_id = self._queues.requeue(delivery.record, delay_s, attributes)
-        except Exception as exc:
-            return self._failures.requeue_failed(delivery, exc, why)
+        message_id = self._queues.requeue(delivery.record, delay_s, attributes)
         if DEFERRED_ATTRIBUTE in attributes and self._dedup is not None:
-            self._dedup.record_deferral(delivery.spec.type, message_id, used)
-        log.info("re-enqueued for %ss: %s", delay_s, why, extra=delivery.keys)
-        return delivery.result(outcome, reason=why)
+            self._dedup.record_deferral(delivery.spec.type, message_id, used, recounted=recounted)
+        return message_id

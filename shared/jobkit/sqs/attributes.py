@@ -28,12 +28,6 @@ DEFERRED_ATTRIBUTE = "jobkit.deferred"
 #: of a job enqueued after it.
 DEBOUNCE_ATTRIBUTE = "jobkit.debounce"
 
-#: The attribute of a copy whose attempts the runner recounted (receives that
-#: never ran the job: :mod:`jobkit.runner.stages.recount`); every later copy
-#: carries it, and none is recounted again. A sender that sets it only takes
-#: the recount from its own job.
-RECOUNTED_ATTRIBUTE = "jobkit.recounted"
-
 #: The attribute of a copy that a concurrency or rate limit held back: how
 #: many times, and since when ("3 1732272000.5"), for the backoff and for
 #: ``max_held_s``. A sender that sets it can only make its own job wait longer.

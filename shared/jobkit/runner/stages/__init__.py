@@ -54,10 +54,9 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
     stages: list[Stage] = []
     if kit.metrics is not None:
         stages.append(Metrics(kit.metrics))  # first to admit, so the last to settle: it sees the final result
-    stages += [DelayHop(kit.clock, requeue), PastLastAttempt(attempts, failures)]
-    if kit.dedup is not None:  # before anything is claimed: a recounted job takes nothing
-        stages.append(Recount(kit.dedup, requeue))
     stages += [
+        DelayHop(kit.clock, requeue),
+        PastLastAttempt(attempts, failures),
         Status(kit.dedup.backend if kit.dedup else None, kit.clock),
         JobInstance(failures, kit.group_factory),
     ]
@@ -87,6 +86,9 @@ def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
             from jobkit.runner.stages.rate_limit import RateLimited
 
             stages.append(RateLimited(TokenBuckets(table), kit.clock, hold, parallel))
+        # After flow control (a recounted copy keeps the debounce window its job holds, and
+        # gives back its lease), before de-duplication: a recounted job claims nothing
+        stages.append(Recount(kit.dedup, requeue))
         stages.append(Dedup(kit.dedup, kit.clock, requeue, failures))
     record_failure = kit.dedup.record_failure if kit.dedup is not None else _no_record
     stages += [
