@@ -68,6 +68,8 @@ sam-check: $(VENV)/.dev $(SAM_VENV)/.installed
 	JOBKIT_PYTHON=$(abspath $(BIN)/python) $(SAM_VENV)/bin/sam build --template template.yaml --build-dir .aws-sam/build
 	$(BIN)/python tests/deploy/check_build.py .aws-sam/build
 	@echo "sam-check: this repo's template is current, lint-clean, validated and built"
+	@# MediaWiki's scale: 120 types on their own queues, in nested stacks, each transformed and linted.
+	$(BIN)/python tests/deploy/big_stack.py build/big
 	@# An app's repo: jobkit from the wheel in the app's virtualenv, `jobkit init`, a second
 	@# type; then SAM validates and builds it there, with that virtualenv active.
 	$(BIN)/python tests/deploy/app_project.py "$(APP)"

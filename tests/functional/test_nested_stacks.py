@@ -164,3 +164,19 @@ def test_the_local_stack_deploys_the_nested_stacks_and_runs_jobs_across_them(dep
     assert chainjobs.TEXTS == ["hello"]
     assert [r.outcome for r in deployed.results.results] == [Outcome.SUCCEEDED]
     assert all(m.recursion.recursive_loop == "Allow" for m in deployed.mappings.values())
+
+
+def test_template_warns_when_it_moves_inline_queues_into_nested_stacks(tmp_path: Path) -> None:
+    config, output = tmp_path / "jobs.toml", tmp_path / "template.yaml"
+
+    def declare(count: int) -> str:
+        return "".join(f'[types.t{n:02d}]\nclass = "m:C"\n\n' for n in range(count))
+
+    config.write_text(declare(10))
+    args = ["template", "--config", str(config), "--output", str(output)]
+    assert "nested stacks" not in CliRunner().invoke(main, args).output
+    config.write_text(declare(40))
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0
+    assert "replaces every queue" in result.output and (tmp_path / "template.queues-1.yaml").exists()
+    assert "replaces every queue" not in CliRunner().invoke(main, args).output  # nested already: nothing moves

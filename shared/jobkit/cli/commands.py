@@ -115,6 +115,7 @@ def demo(
 def template(config_path: Path | None, output: Path | None, extra: Path | None, check: bool) -> None:
     """Render template.yaml (SAM), and the Makefile `sam build` runs, from the job declaration."""
     from jobkit.sam.check import check_classes
+    from jobkit.template.stacks import INLINE_QUEUES
 
     try:
         declaration = load_declaration(config_path)
@@ -139,10 +140,26 @@ def template(config_path: Path | None, output: Path | None, extra: Path | None, 
             )
         click.echo(f"{output} is up to date, and every declared class imports")
         return
+    if _moves_queues_into_nested_stacks(output, files.get(output, "")):
+        click.echo(
+            f"jobkit: {output} now puts the queues into nested stacks (over {INLINE_QUEUES} queues): deploying it"
+            " to a stack that holds them inline replaces every queue (CloudFormation cannot move a resource"
+            " between stacks). Drain the queues and DLQs first, or deploy under a new prefix; see docs/deploy.md",
+            err=True,
+        )
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         click.echo(f"wrote {path}")
+
+
+def _moves_queues_into_nested_stacks(output: Path, new_text: str) -> bool:
+    """Whether writing ``new_text`` over ``output`` moves an inline template's queues into nested stacks."""
+    nested = "AWS::Serverless::Application"
+    if not output.exists() or nested not in new_text:
+        return False
+    old_text = output.read_text()
+    return "AWS::SQS::Queue" in old_text and nested not in old_text
 
 
 @main.command()
