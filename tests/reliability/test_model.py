@@ -858,11 +858,11 @@ class JobModel(RuleBasedStateMachine):
         def window_ran_for(job: str) -> bool:
             # the window's work was done for it: a job of its window, pushed no earlier,
             # succeeded in a run that began after it was ready (whichever job the reason named:
-            # an owner may be superseded after a later job took its window over)
+            # an owner may be superseded after a later job took its window over), or the job
+            # itself did (another push of its ID ran)
             return any(
                 window(k) == window(job) and max(pushed[k]) >= min(pushed[job]) and runs_after(k, ready(job))
                 for k in sent
-                if k != job
             )
 
         for job, owners in debounced_by.items():
