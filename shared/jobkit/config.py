@@ -33,6 +33,7 @@ from jobkit.flow.options import (
     parse_rate_limit,
 )
 from jobkit.resources import (
+    CANARY_TYPE,
     DEFAULT_PREFIX,
     PREFIX_PATTERN,
     ResourceNames,
@@ -389,6 +390,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 def _job_type(source: str, name: str, spec: Mapping[str, Any], base_dir: Path | None = None) -> JobType:
     key = f"types.{name}"
     _check(source, key, name, _matches(TYPE_PATTERN), "a type name must match " + TYPE_PATTERN.pattern)
+    _check(source, key, name, lambda v: v != CANARY_TYPE, f"{CANARY_TYPE} is jobkit verify's own type: rename it")
     _no_unknown_keys(source, key, spec, _TYPE_KEYS)
     if "class" not in spec:
         raise ConfigError(source, f"{key}.class", "is required: the job class as 'module:ClassName'")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import threading
 
+from jobkit.canary import CANARY_CLASS, CANARY_TYPE
 from jobkit.config import Declaration
 from jobkit.errors import JobClassError
 from jobkit.job import Job
@@ -31,7 +32,8 @@ class JobRegistry:
         """
         cls = self._classes.get(job_type)
         if cls is None:
-            cls = self._load(self._declaration.job_type(job_type).class_path)
+            declared = CANARY_CLASS if job_type == CANARY_TYPE else self._declaration.job_type(job_type).class_path
+            cls = self._load(declared)
             with self._lock:
                 self._classes[job_type] = cls
         return cls

@@ -119,6 +119,10 @@ def logical_id(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in parts if part)
 
 
+#: The type of `jobkit verify`'s canary, which every runner serves (:mod:`jobkit.canary`):
+#: reserved, no declared type may take it.
+CANARY_TYPE = "jobkitCanary"
+
 #: AWS's limits on the names jobkit gives its resources.
 MAX_FUNCTION_NAME = 64  # Lambda
 MAX_QUEUE_NAME = 80  # SQS

@@ -9,8 +9,11 @@ moto differences this module works around (AWS behaves as the template says):
 - moto's CloudFormation ignores a table's ``TimeToLiveSpecification``; the
   TTL is switched on afterwards with the template's own attribute name.
 - moto's event source mappings invoke the function (in Docker) when a message
-  arrives; the local stack runs its own emulator instead, so they are disabled.
-- moto skips ``AWS::CloudWatch::Alarm`` and ``AWS::SNS::Subscription``.
+  arrives; the local stack runs its own emulator instead, so moto's trigger is
+  taken off each queue, and the mappings stay as deployed, to be read
+  (:mod:`jobkit.local.lambda_model`).
+- moto skips ``AWS::CloudWatch::Alarm`` and ``AWS::SNS::Subscription``: the
+  alarms are created afterwards as the template declares them (not evaluated).
 - moto has no ``AWS::Lambda::Url`` (the push endpoint's function URL): it is
   left out, with the outputs that name it; the local stack serves the push
   endpoint itself (:mod:`jobkit.local.push_route`).
@@ -24,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from jobkit.local.lambda_model import detach_triggers
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -94,7 +99,7 @@ def deploy(
     location becomes the upload's URL."""
     import json
 
-    s3, cloudformation, lambda_ = clients("s3"), clients("cloudformation"), clients("lambda")
+    s3, cloudformation = clients("s3"), clients("cloudformation")
     s3.create_bucket(Bucket=ARTIFACT_BUCKET)
     sam_template = _packaged(s3, sam_template, region, base_dir or Path("."), "")
     template = translate(sam_template, region=region, parameters=parameters)
@@ -108,7 +113,8 @@ def deploy(
     if stack["StackStatus"] != "CREATE_COMPLETE":
         raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}: {stack.get('StackStatusReason')}")
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-    _disable_event_source_mappings(lambda_)
+    detach_triggers()  # the mappings stay as deployed; the local stack's emulator polls
+    _create_alarms(clients, stack_name, template, s3)
     _enable_ttl(clients("dynamodb"), template, outputs)
     return DeployedStack(stack_name, outputs, template, _functions(s3, template))
 
@@ -173,9 +179,94 @@ def _for_moto(template: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _disable_event_source_mappings(lambda_: Any) -> None:
-    for mapping in lambda_.list_event_source_mappings()["EventSourceMappings"]:
-        lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+def _create_alarms(clients: Any, stack_name: str, template: Mapping[str, Any], s3: Any) -> None:
+    """Create the alarms moto's CloudFormation skips, as the stack (and its nested
+    stacks) declare them: the same metrics, dimensions and thresholds, named
+    ``{stack}-{logical ID}``. moto does not evaluate them; they are there to be read."""
+    import json
+
+    cloudformation, cloudwatch = clients("cloudformation"), clients("cloudwatch")
+    described = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+    parameters = {p["ParameterKey"]: p["ParameterValue"] for p in described.get("Parameters", [])}
+    for name, declared in template.get("Parameters", {}).items():
+        if name not in parameters and "Default" in declared:
+            parameters[name] = str(declared["Default"])
+    physical = {
+        r["LogicalResourceId"]: r["PhysicalResourceId"]
+        for r in cloudformation.describe_stack_resources(StackName=stack_name)["StackResources"]
+        if "LogicalResourceId" in r and "PhysicalResourceId" in r  # (not what moto skipped)
+    }
+    resolver = _Resolver(parameters, physical, template.get("Conditions", {}))
+    for logical_id, resource in template.get("Resources", {}).items():
+        if resource.get("Type") == "AWS::CloudWatch::Alarm":
+            properties = resolver.resolve(resource["Properties"])
+            properties["Threshold"] = float(properties["Threshold"])
+            for key in ("Period", "EvaluationPeriods", "DatapointsToAlarm"):
+                if key in properties:
+                    properties[key] = int(properties[key])
+            cloudwatch.put_metric_alarm(AlarmName=f"{stack_name}-{logical_id}", **properties)
+        url = resource.get("Properties", {}).get("TemplateURL")
+        if resource.get("Type") == "AWS::CloudFormation::Stack" and isinstance(url, str):
+            key = url.split(f"/{ARTIFACT_BUCKET}/", 1)[1]
+            child = json.loads(s3.get_object(Bucket=ARTIFACT_BUCKET, Key=key)["Body"].read())
+            _create_alarms(clients, physical[logical_id], child, s3)
+
+
+class _Resolver:
+    """Resolves the intrinsic functions of a deployed resource's properties, as
+    CloudFormation did: parameters, physical IDs, a queue's name, conditions."""
+
+    _NONE = object()
+
+    def __init__(self, parameters: Mapping[str, str], physical: Mapping[str, str], conditions: Mapping[str, Any]):
+        self._parameters, self._physical, self._conditions = parameters, physical, conditions
+
+    def resolve(self, node: Any) -> Any:
+        if isinstance(node, list):
+            return [v for v in (self.resolve(item) for item in node) if v is not self._NONE]
+        if not isinstance(node, dict):
+            return node
+        if len(node) == 1:
+            ((key, arg),) = node.items()
+            if key == "Ref":
+                return self._ref(arg)
+            if key == "Fn::GetAtt":
+                return self._get_att(*arg)
+            if key == "Fn::If":
+                return self.resolve(arg[1] if self._condition(arg[0]) else arg[2])
+            if key == "Fn::Sub" and isinstance(arg, str):
+                import re
+
+                return re.sub(r"\$\{([A-Za-z0-9:]+)\}", lambda m: str(self._ref(m.group(1))), arg)
+        resolved = {key: self.resolve(value) for key, value in node.items()}
+        return {key: value for key, value in resolved.items() if value is not self._NONE}
+
+    def _ref(self, name: str) -> Any:
+        if name == "AWS::NoValue":
+            return self._NONE
+        if name in self._parameters:
+            return self._parameters[name]
+        return self._physical[name]
+
+    def _get_att(self, name: str, attribute: str) -> str:
+        physical = self._physical[name]
+        if attribute == "QueueName":
+            return physical.rstrip("/").rsplit("/", 1)[-1]
+        raise ValueError(f"the local stack cannot resolve {name}.{attribute} for an alarm")
+
+    def _condition(self, name: str) -> bool:
+        return bool(self._evaluate(self._conditions[name]))
+
+    def _evaluate(self, node: Any) -> Any:
+        if isinstance(node, dict) and len(node) == 1:
+            ((key, arg),) = node.items()
+            if key == "Fn::Not":
+                return not self._evaluate(arg[0])
+            if key == "Fn::Equals":
+                return self._evaluate(arg[0]) == self._evaluate(arg[1])
+            if key == "Ref":
+                return self._ref(arg)
+        return node
 
 
 def _enable_ttl(dynamodb: DynamoDBClient, template: Mapping[str, Any], outputs: Mapping[str, str]) -> None:

@@ -40,6 +40,7 @@ from jobkit.local.containers import Containers
 from jobkit.local.dynamodb_rules import dynamodb_rules
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.fleet import Fleet
+from jobkit.local.lambda_model import lambda_control_plane
 from jobkit.local.moto_query import partition_queries
 from jobkit.local.moto_time import (
     SentCounts,
@@ -194,6 +195,7 @@ class LocalStack:
         self._exit.enter_context(sqs_rules())
         self._exit.enter_context(dynamodb_rules())
         self._exit.enter_context(partition_queries())
+        self._exit.enter_context(lambda_control_plane())
         self._exit.enter_context(cloudwatch_percentiles())
         if self._publish_metrics:
             self._exit.enter_context(counting_sends(self._sent))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from jobkit.canary import CANARY_TYPE, canary_type
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, JobType
 from jobkit.correlation import correlation_scope
@@ -89,6 +90,7 @@ class Runner:
         self._registry = registry or JobRegistry(declaration)
         self._attempts = Attempts(dedup)
         self._failures = Failures(self.queue, queues, dedup, self._clock, rng or random.Random())
+        self._canary = canary_type(self.queue)
         self._budget = TimeBudget()  # the container's: what its jobs took, to keep a batch in its timeout
         self._hand_back = Requeue(queues, dedup, self._failures)
         self._ran_in_batch = self._handing_back = False
@@ -267,6 +269,8 @@ class Runner:
         )
 
     def _served_type(self, name: str) -> JobType:
+        if name == CANARY_TYPE:  # every runner serves `jobkit verify`'s canary, on its own queue
+            return self._canary
         if name not in self.queue.types:
             served = f"queue {self.queue.name!r} serves {', '.join(self.queue.types)}"
             if name in self.declaration.types:  # a type this runner's jobs push

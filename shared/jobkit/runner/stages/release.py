@@ -4,12 +4,13 @@ not an attempt."""
 
 from __future__ import annotations
 
+from jobkit.canary import CANARY_TYPE, hop_cap
 from jobkit.clock import Clock
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage
-from jobkit.sqs import delay_seconds
+from jobkit.sqs import MAX_DELAY_S, delay_seconds
 
 
 class DelayHop(Stage):
@@ -22,6 +23,8 @@ class DelayHop(Stage):
         now = self._clock.now()
         if release is None or release <= now:
             return None
-        delay = delay_seconds(release - now, minimum=1)
+        # (a canary of `jobkit verify` may ask for shorter hops, to prove the path quickly)
+        cap = hop_cap(delivery.spec.params) if delivery.spec.type == CANARY_TYPE else MAX_DELAY_S
+        delay = delay_seconds(release - now, minimum=1, maximum=cap)
         delivery.attempt = delivery.prior_attempts + 1
         return self._requeue(delivery, delay, Outcome.DELAYED, "not released yet")
