@@ -93,6 +93,11 @@ class ResourceNames:
         return f"{self.prefix}-producer"
 
     @property
+    def operator_policy(self) -> str:
+        """The managed policy an operator's role attaches for `jobkit verify` and the ops commands."""
+        return f"{self.prefix}-operator"
+
+    @property
     def alarm_topic(self) -> str:
         """The SNS topic the alarms notify."""
         return f"{self.prefix}-alarms"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
+from jobkit.canary import canary_type
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, parse_declaration
 from jobkit.local import LocalStack
@@ -23,6 +24,7 @@ from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
 from jobkit.records.keys import Kind, kinds_used, partition_key, root_records_pattern, runner_records_patterns
 from jobkit.registry import JobRegistry
+from jobkit.resources import CANARY_TYPE
 from jobkit.template import CHECKOV_SKIPS, build, logical_id
 
 from conftest import ROOT, START
@@ -262,7 +264,9 @@ def test_each_runner_may_use_only_its_own_types_records_and_its_pushed_types_roo
             statements = table_statements(role)
             own = statements.pop("UseOwnTypesRecords")
             assert set(as_list(own["Action"])) == RUNNER_TABLE_ACTIONS
-            expected = sorted(p for t in queue.types for p in runner_records_patterns(t, declaration.types[t]))
+            # its own types' records, and the canary's that `jobkit verify` sends through every runner
+            served = {t: declaration.types[t] for t in queue.types} | {CANARY_TYPE: canary_type(queue)}
+            expected = sorted(p for t, job_type in served.items() for p in runner_records_patterns(t, job_type))
             assert leading_keys(own) == expected, queue.name
             pushed = {t for name in queue.types for t in declaration.types[name].pushes} - set(queue.types)
             if pushed:
@@ -296,8 +300,9 @@ def test_the_producer_policy_lets_apps_push_and_record_roots_only(
     deployments: list[tuple[Declaration, Any]],
 ) -> None:
     for declaration, template in deployments:
-        [(name, policy)] = [(n, r) for n, r in template["Resources"].items() if r["Type"] == "AWS::IAM::ManagedPolicy"]
-        assert name == "ProducerPolicy"
+        policies = {n: r for n, r in template["Resources"].items() if r["Type"] == "AWS::IAM::ManagedPolicy"}
+        assert set(policies) == {"ProducerPolicy", "OperatorPolicy"}
+        policy = policies["ProducerPolicy"]
         assert policy["Properties"]["ManagedPolicyName"] == {"Fn::Sub": "${Prefix}-producer"}
         assert template["Outputs"]["ProducerPolicyArn"]["Value"] == {"Ref": "ProducerPolicy"}
         statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}

@@ -145,8 +145,9 @@ def kind_pattern(job_type: str, kind: Kind) -> str:
 
 
 def own_records_pattern(job_type: str) -> str:
-    """Every record of a type, of any kind. No policy grants it: a runner gets
-    :func:`runner_records_patterns`, which names each kind it uses."""
+    """Every record of a type, of any kind. Only the operator policy's reads
+    (``GetItem``, ``Query``) name it: a runner gets :func:`runner_records_patterns`,
+    which names each kind it uses."""
     return f"{job_type}#*"
 
 

@@ -39,7 +39,7 @@ from jobkit.template.checkov import CHECKOV_SKIPS
 from jobkit.template.dashboard import dashboard
 from jobkit.template.endpoint import endpoint_outputs, endpoint_resources
 from jobkit.template.extra import SECTIONS_USERS_MAY_EXTEND, load_extra, merge_extra
-from jobkit.template.iam import RUNNER_TABLE_ACTIONS, producer_policy
+from jobkit.template.iam import RUNNER_TABLE_ACTIONS, operator_policy, producer_policy
 from jobkit.template.insight import domain_rule
 from jobkit.template.naming import logical_id
 from jobkit.template.parameters import LOG_RETENTION_DAYS, parameters
@@ -127,12 +127,17 @@ def build_all(
             **shared_resources(declaration, base_dir),
             "AlarmTopic": alarm_topic(),
             "ProducerPolicy": producer_policy(declaration),
+            "OperatorPolicy": operator_policy(declaration),
         },
         "Outputs": {
             "JobsTableName": {"Description": "The jobs table", "Value": {"Ref": "JobsTable"}},
             "ProducerPolicyArn": {
                 "Description": "The managed policy an app's role attaches to push jobs",
                 "Value": {"Ref": "ProducerPolicy"},
+            },
+            "OperatorPolicyArn": {
+                "Description": "The managed policy an operator's role attaches for jobkit verify and the ops commands",
+                "Value": {"Ref": "OperatorPolicy"},
             },
         },
     }

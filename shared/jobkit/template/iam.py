@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from jobkit.canary import canary_type
 from jobkit.config import Declaration, QueueConfig
-from jobkit.records.keys import leading_key_patterns, root_records_pattern
+from jobkit.records.keys import leading_key_patterns, own_records_pattern, root_records_pattern
+from jobkit.resources import CANARY_TYPE
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 
 #: What the runner does with the table: claims, failure and status records, reads of them.
@@ -62,6 +64,69 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
     }
 
 
+def operator_policy(declaration: Declaration) -> dict[str, Any]:
+    """What an operator's role needs for ``jobkit verify`` and the ops commands:
+    read and clean the stack's queues and DLQs (by its prefix), read the jobs
+    table's records and delete the canaries', read the runners' recursion
+    setting and event source mappings, and read alarms and metrics."""
+    queues = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${Prefix}-*"
+    runners = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${Prefix}-runner-*"
+    return {
+        "Type": "AWS::IAM::ManagedPolicy",
+        "Properties": {
+            "ManagedPolicyName": {"Fn::Sub": NAMES.operator_policy},
+            "Description": "jobkit: verify the stack and operate its queues (attach to an operator's role)",
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "OperateQueues",
+                        "Effect": "Allow",
+                        "Action": [
+                            "sqs:SendMessage",
+                            "sqs:ReceiveMessage",
+                            "sqs:DeleteMessage",
+                            "sqs:ChangeMessageVisibility",
+                            "sqs:GetQueueAttributes",
+                            "sqs:GetQueueUrl",
+                            "sqs:PurgeQueue",
+                            "sqs:StartMessageMoveTask",
+                            "sqs:ListMessageMoveTasks",
+                        ],
+                        "Resource": {"Fn::Sub": queues},
+                    },
+                    table_statement(
+                        "ReadRecords",
+                        ["dynamodb:GetItem", "dynamodb:Query"],
+                        [own_records_pattern(name) for name in [*declaration.types, CANARY_TYPE]],
+                    ),
+                    table_statement("CleanCanaryRecords", ["dynamodb:DeleteItem"], [f"{CANARY_TYPE}#*"]),
+                    {
+                        "Sid": "ReadRunners",
+                        "Effect": "Allow",
+                        "Action": ["lambda:GetFunction", "lambda:GetFunctionRecursionConfig"],
+                        "Resource": {"Fn::Sub": runners},
+                    },
+                    {
+                        # no resource-level permissions for these reads
+                        "Sid": "ReadMappingsAlarmsAndMetrics",
+                        "Effect": "Allow",
+                        "Action": [
+                            "lambda:ListEventSourceMappings",
+                            "cloudwatch:DescribeAlarms",
+                            "cloudwatch:GetMetricData",
+                            "cloudwatch:GetMetricStatistics",
+                            "cloudwatch:GetInsightRuleReport",
+                            "logs:FilterLogEvents",
+                        ],
+                        "Resource": "*",
+                    },
+                ],
+            },
+        },
+    }
+
+
 def producer_statement(declaration: Declaration) -> list[dict[str, Any]]:
     """What the producer policy adds for an IAM endpoint: invoking it through its URL
     (AWS asks for both actions on function URLs created since October 2025)."""
@@ -84,9 +149,9 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
     queue_arns = [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in sendable_queues(declaration, queue)]
     # Of its own types, the kinds of record it uses; of the other types its jobs
     # push, only the root records (pushing a root job records its root timestamp).
-    own, pushed = leading_key_patterns(
-        {name: declaration.types[name] for name in queue.types}, pushed_types(declaration, queue)
-    )
+    # (and of `jobkit verify`'s canary, which every runner serves: its status and claims)
+    served = {name: declaration.types[name] for name in queue.types} | {CANARY_TYPE: canary_type(queue)}
+    own, pushed = leading_key_patterns(served, pushed_types(declaration, queue))
     table_statements = [table_statement("UseOwnTypesRecords", RUNNER_TABLE_ACTIONS, own)]
     if pushed:
         table_statements.append(table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
