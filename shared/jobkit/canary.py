@@ -23,11 +23,23 @@ from jobkit.errors import NonRetryableError
 from jobkit.job import Job
 from jobkit.resources import CANARY_TYPE
 
-__all__ = ["CANARY_CLASS", "CANARY_TYPE", "FAILURE_TEXT", "HOP_PARAM", "CanaryJob", "canary_type", "hop_cap"]
+__all__ = [
+    "CANARY_CLASS",
+    "CANARY_TYPE",
+    "EXPIRES_PARAM",
+    "FAILURE_TEXT",
+    "HOP_PARAM",
+    "CanaryJob",
+    "canary_type",
+    "expired",
+    "hop_cap",
+]
 
 CANARY_CLASS = "jobkit.canary:CanaryJob"
 #: The param that asks for shorter delay hops, in seconds.
 HOP_PARAM = "hopS"
+#: The param after which (epoch seconds) a canary is dropped unrun, leaving no record.
+EXPIRES_PARAM = "expiresAt"
 #: What a canary that fails for good says (the DLQ shows it).
 FAILURE_TEXT = "jobkit verify: a canary that fails on purpose, to prove the path to the DLQ"
 
@@ -65,3 +77,9 @@ def hop_cap(params: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 900:
         return value
     return 900
+
+
+def expired(params: Any, now: float) -> bool:
+    """Whether a canary's time is up (``jobkit verify`` gave up on it): it is dropped unrun."""
+    value = params.get(EXPIRES_PARAM) if isinstance(params, dict) else None
+    return isinstance(value, int | float) and not isinstance(value, bool) and now > value

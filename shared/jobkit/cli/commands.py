@@ -267,7 +267,17 @@ def local() -> None:
 @config_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on (keep it loopback).")
 @click.option("--port", default=4566, show_default=True, help="Port to serve on; 0 picks a free one.")
-def local_up(config_path: Path | None, host: str, port: int) -> None:
+@click.option(
+    "--template",
+    "template_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help=(
+        "Deploy the stack from this SAM template, as `sam deploy` would (its functions, event source mappings"
+        " and alarms too, for `jobkit verify`), instead of from the declaration alone. Slower to start."
+    ),
+)
+def local_up(config_path: Path | None, host: str, port: int, template_path: Path | None) -> None:
     """Serve the AWS API locally and run jobs as apps push them, until Ctrl-C."""
     from jobkit.local.serve import serve
 
@@ -282,7 +292,7 @@ def local_up(config_path: Path | None, host: str, port: int) -> None:
         sys.stdout.flush()  # one line per job, promptly, even into a pipe
 
     try:
-        serve(declaration, host=host, port=port, emit=emit)
+        serve(declaration, host=host, port=port, emit=emit, template=template_path)
     except JobKitError as exc:  # a port in use, say: one line, at once
         raise click.ClickException(str(exc)) from exc
 

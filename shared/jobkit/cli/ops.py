@@ -1,4 +1,4 @@
-"""The ops commands of the ``jobkit`` CLI: ``queues``, ``top``, ``dlq``, ``push``, ``job``, ``ui``.
+"""The ops commands of the ``jobkit`` CLI: ``queues``, ``top``, ``dlq``, ``push``, ``job``, ``ui``, ``verify``.
 
 A thin shell, like rq's: each command resolves its arguments, calls one
 :mod:`jobkit.ops` function with the clients and stores of a
@@ -31,8 +31,9 @@ from jobkit.cli.jobs import job, push
 from jobkit.cli.queues import queues, top
 from jobkit.cli.schedules import schedules
 from jobkit.cli.ui import ui
+from jobkit.cli.verify import verify
 
-OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, schedules, ui)
+OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, schedules, ui, verify)
 
 
 def register_ops_commands(group: click.Group) -> None:

@@ -54,15 +54,23 @@ def serve(
     port: int = 4566,
     emit: Callable[[str], None] = print,
     stop: threading.Event | None = None,
+    template: Path | None = None,
 ) -> None:
-    """Run until ``stop`` is set (or KeyboardInterrupt).
+    """Run until ``stop`` is set (or KeyboardInterrupt). With ``template``, the
+    stack is deployed from that SAM template (:class:`LocalStack`).
 
     Raises:
         PortInUse: another process listens on ``port``.
     """
     stop = stop or threading.Event()
     local = LocalStack(
-        declaration, server=True, host=host, port=port, sinks=[OutcomePrinter(emit)], publish_metrics=True
+        declaration,
+        server=True,
+        host=host,
+        port=port,
+        sinks=[OutcomePrinter(emit)],
+        publish_metrics=True,
+        template=template,
     )
     try:
         stack = local.start()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from jobkit.canary import CANARY_TYPE, canary_type
+from jobkit.canary import CANARY_TYPE, canary_type, expired
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, JobType
 from jobkit.correlation import correlation_scope
@@ -243,6 +243,15 @@ class Runner:
             job_type = self._served_type(spec.type)
         except SpecError as exc:
             return self._failures.poison(record, exc)
+        if spec.type == CANARY_TYPE and expired(spec.params, self._clock.now()):  # `jobkit verify` gave up on it
+            return RecordResult(
+                message_id_of(record),
+                CANARY_TYPE,
+                Outcome.SUPERSEDED,
+                job_id=spec.id,
+                domain=spec.domain,
+                reason="an expired canary of jobkit verify: dropped unrun",
+            )
         try:
             job_type.check_params(spec.id, spec.params)  # a mismatch would fail every attempt
             job_class = self._registry.resolve(spec.type)

@@ -1,0 +1,116 @@
+"""``jobkit verify``: a deployed stack proves itself in one command (:mod:`jobkit.ops.verify`).
+
+One line per check as it is judged, then a summary; exit status 0 when every
+check passed, 1 when one failed, 2 when verify could not run at all (no such
+stack, a permission refused, no endpoint): one line saying what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from jobkit.cli.config import CliConfig
+from jobkit.cli.errors import OptionError
+from jobkit.cli.options import OpsCommand, ops_command
+from jobkit.cli.output import Output
+
+
+class VerifyFailed(click.ClickException):
+    """What verify could not do at all: one line, exit status 2."""
+
+    exit_code = 2
+
+
+@click.command(cls=OpsCommand)
+@click.option("--types", "types", multiple=True, metavar="TYPE", help="Only the queues of these types (repeatable).")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(min=10),
+    help="Seconds to wait for every canary's fate.",
+)
+@ops_command
+def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s: float) -> None:
+    """Prove a deployed stack: canaries through each queue, and its wiring read back.
+
+    Per queue: a canary runs and its twin is skipped as its duplicate; a delayed
+    canary is picked up after its release; a chain of 20 hops completes (which
+    Lambda's recursive loop detection stops without RecursiveLoop: Allow); a
+    failing canary reaches the DLQ with its reason. And the queue's redrive
+    policy, its runner's recursion setting and event source mapping, and its
+    alarms, against the declaration. It leaves nothing behind.
+    """
+    from jobkit.errors import JobKitError
+    from jobkit.ops.verify import Check, Clients, Verify, VerifyRefused
+
+    try:
+        declaration = config.declaration
+    except JobKitError as exc:
+        raise VerifyFailed(str(exc)) from exc
+    unknown = [t for t in types if t not in declaration.types]
+    if unknown:
+        raise OptionError(f"--types: {', '.join(unknown)} not declared (declared: {', '.join(declaration.types)})")
+    names = {declaration.types[t].queue for t in types} if types else set(declaration.queues)
+    queues = [declaration.queues[name] for name in sorted(names)]
+
+    def shown(check: Check) -> None:
+        if not output.as_json:
+            mark = "pass" if check.ok else "FAIL"
+            click.echo(f"{mark}  {check.queue or '-':<20} {check.name:<15} {check.detail}")
+
+    try:
+        urls = _queue_urls(config, declaration, [q.name for q in queues])
+        clients = Clients(
+            sqs=config.sqs,
+            lambda_=config.clients.client("lambda"),
+            cloudwatch=config.cloudwatch,
+            table=config.records.table,
+            records=config.records,
+        )
+        checks = Verify(declaration, clients, urls, timeout_s=timeout_s, on_check=shown).run(queues)
+    except VerifyRefused as exc:
+        raise VerifyFailed(str(exc)) from exc
+    failed = [c for c in checks if not c.ok]
+    summary = f"{len(checks) - len(failed)} of {len(checks)} checks passed on {len(queues)} queue(s)"
+    if output.as_json:
+        click.echo(
+            json.dumps({"ok": not failed, "summary": summary, "checks": [c.as_dict() for c in checks]}, indent=2)
+        )
+    else:
+        click.echo(summary + ("" if not failed else f"; failed: {', '.join(sorted({c.name for c in failed}))}"))
+    if failed:
+        raise SystemExit(1)
+
+
+def _queue_urls(config: CliConfig, declaration: object, queues: list[str]) -> dict[str, str]:
+    """The URLs of the queues and DLQs to verify, looked up by name (one line if one is missing)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from jobkit.config import Declaration
+    from jobkit.ops.verify import VerifyRefused
+
+    assert isinstance(declaration, Declaration)
+    urls: dict[str, str] = {}
+    for queue in queues:
+        for name in (declaration.queue_name(queue), declaration.dlq_name(queue)):
+            try:
+                urls[name] = config.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                if "NonExistentQueue" in code or code == "QueueDoesNotExist":
+                    raise VerifyRefused(
+                        f"queue {name} does not exist: is the stack deployed under prefix {declaration.prefix!r},"
+                        " in this region?"
+                    ) from exc
+                if "AccessDenied" in code:
+                    raise VerifyRefused(
+                        f"sqs:GetQueueUrl was refused on {name}: attach the stack's OperatorPolicy"
+                    ) from exc
+                raise VerifyRefused(f"could not look up queue {name}: {exc}") from exc
+            except BotoCoreError as exc:  # no endpoint, no credentials, no region
+                raise VerifyRefused(f"could not reach SQS: {exc}") from exc
+    return urls

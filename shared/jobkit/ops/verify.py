@@ -1,0 +1,499 @@
+"""``jobkit verify``: a deployed stack proves itself.
+
+Through each declared queue (or each named type's), it sends canaries
+(:mod:`jobkit.canary`, a type every runner serves without a declaration and
+which runs no user code) and reads back what became of each from the jobs
+table, where a canary records its status:
+
+- **runs**: two identical canaries, sent together and asking for duplicate
+  removal: one runs;
+- **duplicate**: the other is skipped as its duplicate, for its stated reason;
+- **delay**: a canary released three hops later is picked up after its
+  release. Its hops are a few seconds each (a canary may ask for a shorter
+  ``DelaySeconds``): the same path as a 900 s hop, the re-send the runner
+  makes when a job arrives before its release;
+- **chain**: a canary released after 20 or more hops of one second, each one
+  an invocation of the runner that sends the next: Lambda's recursive loop
+  detection stops such a chain at its 16th round unless the runner has
+  ``RecursiveLoop: Allow``;
+- **dead letter**: a canary that fails on purpose reaches the queue's DLQ with
+  its reason (the runner's failure record), and verify deletes it.
+
+And it reads the wiring back from the account and compares it with the
+declaration: each queue's redrive policy (its DLQ, ``maxReceiveCount``),
+each runner's recursion setting and event source mapping (enabled, batch size,
+``MaximumConcurrency``, ``ReportBatchItemFailures``), and each alarm of the
+queue (it exists; its state).
+
+It leaves nothing behind: the canaries' status, claim and failure records
+are deleted, and so is the dead-lettered canary, whatever the outcome. A
+canary still in flight when verify gives up (or is interrupted) expires:
+delivered after its ``expiresAt``, it is acknowledged without running and
+leaves no record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobkit.canary import EXPIRES_PARAM
+from jobkit.config import Declaration, QueueConfig
+from jobkit.records import JobState, JobStatus
+from jobkit.records.keys import Kind, partition_key
+from jobkit.resources import CANARY_TYPE, RUNNER_RECURSIVE_LOOP
+from jobkit.spec import JobSpecification
+from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
+
+#: The domain canaries are sent in (their records are keyed by it, like any job's).
+CANARY_DOMAIN = "jobkit-verify"
+#: The hops of the chain check (Lambda stops a chain at its 16th round unless told).
+CHAIN_HOPS = 20
+#: The hop of the delay check, and how many of them.
+DELAY_HOP_S, DELAY_HOPS = 3, 3
+#: How long a canary lives: one delivered after this is dropped unrun.
+CANARY_LIFETIME_S = 15 * 60
+#: The canary checks, in the order they are reported for each queue.
+CANARY_CHECKS = ("runs", "delay", "chain", "dead letter")
+
+
+@dataclass
+class Check:
+    """One line of the verdict."""
+
+    name: str
+    queue: str | None
+    ok: bool
+    detail: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"check": self.name, "queue": self.queue, "ok": self.ok, "detail": self.detail, **self.figures}
+
+
+class VerifyRefused(Exception):
+    """What verify cannot do at all (no queue there, a permission refused): one line, exit 2."""
+
+
+@dataclass
+class Clients:
+    """What verify talks to (built by the CLI's composition root)."""
+
+    sqs: Any
+    lambda_: Any
+    cloudwatch: Any
+    table: Any  # jobkit.records.table.Table
+    records: Any  # jobkit.records.store.Records
+
+
+@dataclass
+class _Canary:
+    check: str
+    spec: JobSpecification
+    delay_s: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+class Verify:
+    """Runs the checks of one stack (:func:`verify`)."""
+
+    def __init__(
+        self,
+        declaration: Declaration,
+        clients: Clients,
+        queue_urls: Mapping[str, str],
+        *,
+        now: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        timeout_s: float = 120.0,
+        on_check: Callable[[Check], None] | None = None,
+    ) -> None:
+        self._declaration = declaration
+        self._clients = clients
+        self._urls = queue_urls
+        self._now, self._sleep = now, sleep
+        self._timeout_s = timeout_s
+        self._on_check = on_check or (lambda _: None)
+        self._run = uuid.uuid4().hex[:10]
+        self._dead_taken: set[str] = set()  # the queues whose dead-lettered canary was found and deleted
+        self._alarm_cache: list[dict[str, Any]] | None = None
+        self.checks: list[Check] = []
+
+    # -- the whole run -------------------------------------------------------------------------
+
+    def run(self, queues: Sequence[QueueConfig]) -> list[Check]:
+        sent: dict[str, list[_Canary]] = {}
+        try:
+            for queue in queues:
+                sent[queue.name] = self._send(queue)
+            self._await_and_judge(queues, sent)
+            for queue in queues:
+                self._wiring(queue)
+        finally:
+            self._clean(sent)
+        return self.checks
+
+    def _add(self, check: Check) -> None:
+        self.checks.append(check)
+        self._on_check(check)
+
+    # -- canaries ------------------------------------------------------------------------------
+
+    def _canaries(self, queue: QueueConfig) -> list[_Canary]:
+        now = self._now()
+
+        def spec(check: str, job_id: str, release_at: float | None = None, **params: Any) -> JobSpecification:
+            body = {"verify": self._run, "check": check, EXPIRES_PARAM: now + CANARY_LIFETIME_S, **params}
+            return JobSpecification(
+                CANARY_TYPE,
+                body,
+                domain=CANARY_DOMAIN,
+                id=f"canary-{self._run}-{job_id}-{queue.name}"[:80],
+                release_at=release_at,
+                remove_duplicates=check == "runs",
+            )
+
+        return [
+            # two identical twins (the same params): one runs, the other is its duplicate
+            _Canary("runs", spec("runs", "runs-a")),
+            _Canary("runs", spec("runs", "runs-b")),
+            _Canary(
+                "delay", spec("delay", "delay", now + DELAY_HOP_S * (DELAY_HOPS + 0.5), hopS=DELAY_HOP_S), DELAY_HOP_S
+            ),
+            _Canary("chain", spec("chain", "chain", now + CHAIN_HOPS + 0.5, hopS=1), 1),
+            _Canary("dead letter", spec("dead letter", "dlq", fail=True)),
+        ]
+
+    def _send(self, queue: QueueConfig) -> list[_Canary]:
+        url = self._url(queue.name)
+        canaries = self._canaries(queue)
+        now = self._now()
+        entries = [
+            {
+                "Id": str(n),
+                "MessageBody": canary.spec.stamped(now).to_message(),
+                "MessageAttributes": {TYPE_ATTRIBUTE: string_attribute(CANARY_TYPE)},
+                "DelaySeconds": canary.delay_s,
+            }
+            for n, canary in enumerate(canaries)
+        ]
+        response = self._call(
+            "sqs:SendMessage", lambda: self._clients.sqs.send_message_batch(QueueUrl=url, Entries=entries)
+        )
+        failed = response.get("Failed") or []
+        if failed:
+            raise VerifyRefused(f"SQS refused the canaries for queue {queue.name}: {failed[0].get('Message')}")
+        return canaries
+
+    def _await_and_judge(self, queues: Sequence[QueueConfig], sent: Mapping[str, list[_Canary]]) -> None:
+        """Poll the jobs table (and the DLQs) once a second until every canary's
+        fate is known or the timeout; at the timeout, what is unknown fails."""
+        deadline = self._now() + self._timeout_s
+        waiting = [(queue, check) for queue in queues for check in CANARY_CHECKS]
+        while waiting:
+            final = self._now() >= deadline
+            still = []
+            for queue, check in waiting:
+                verdict = self._judge(queue, check, sent[queue.name], final=final)
+                if verdict:
+                    for line in verdict:
+                        self._add(line)
+                else:
+                    still.append((queue, check))
+            waiting = still
+            if waiting:
+                self._sleep(1.0)
+
+    def _judge(self, queue: QueueConfig, check: str, canaries: list[_Canary], *, final: bool) -> list[Check]:
+        mine = [c for c in canaries if c.check == check]
+        if check == "runs":
+            return self._judge_runs(queue, mine, final)
+        if check == "dead letter":
+            return self._judge_dead_letter(queue, mine[0], final)
+        return self._judge_released(queue, check, mine[0], final)
+
+    def _status(self, canary: _Canary) -> JobStatus | None:
+        statuses = self._call("dynamodb:GetItem", lambda: self._clients.records.statuses(CANARY_TYPE, canary.id))
+        return next((s for s in statuses if s.domain == CANARY_DOMAIN), None)
+
+    def _judge_runs(self, queue: QueueConfig, twins: list[_Canary], final: bool) -> list[Check]:
+        statuses = [self._status(c) for c in twins]
+        ran = [s for s in statuses if s is not None and s.state is JobState.SUCCEEDED]
+        skipped = [s for s in statuses if s is not None and s.state is JobState.SKIPPED]
+        if len(ran) == 1 and len(skipped) == 1:
+            return [
+                Check("runs", queue.name, True, "a canary ran", {"attempt": ran[0].attempt}),
+                Check("duplicate", queue.name, True, f"its twin was skipped: {skipped[0].note}"),
+            ]
+        if len(ran) == 2:
+            return [
+                Check("runs", queue.name, True, "a canary ran", {}),
+                Check("duplicate", queue.name, False, "both twins ran: duplicates are not removed (the jobs table?)"),
+            ]
+        if not final:
+            return []
+        seen = "; ".join(
+            f"{c.id}: {s.state.value if s else self._where(queue, c)}" for c, s in zip(twins, statuses, strict=True)
+        )
+        runs = "a canary ran" if ran else f"no canary ran within {self._timeout_s:.0f} s ({seen})"
+        return [
+            Check("runs", queue.name, bool(ran), runs),
+            Check("duplicate", queue.name, False, f"no twin was skipped as a duplicate ({seen})"),
+        ]
+
+    def _judge_released(self, queue: QueueConfig, check: str, canary: _Canary, final: bool) -> list[Check]:
+        status = self._status(canary)
+        release = canary.spec.release_at or 0.0
+        if status is not None and status.state is JobState.SUCCEEDED:
+            started = status.started_at or status.updated_at
+            late = started - release
+            hops = "3 hops of 3 s" if check == "delay" else f"{CHAIN_HOPS} hops of 1 s"
+            if late < -1.0:  # a second for the clocks of two machines
+                return [Check(check, queue.name, False, f"it ran {-late:.1f} s before its release", {"late_s": late})]
+            detail = f"picked up {late:.1f} s after its release ({hops})"
+            return [Check(check, queue.name, True, detail, {"late_s": round(late, 3)})]
+        if not final:
+            return []
+        where = self._where(queue, canary)
+        detail = f"not run within {self._timeout_s:.0f} s: {where}"
+        if check == "chain":
+            detail += (
+                f". Lambda's recursive loop detection stops a chain of sends at its 16th round unless the runner has"
+                f" RecursiveLoop: {RUNNER_RECURSIVE_LOOP} (jobkit template sets it): deploy the current template"
+            )
+        return [Check(check, queue.name, False, detail)]
+
+    def _judge_dead_letter(self, queue: QueueConfig, canary: _Canary, final: bool) -> list[Check]:
+        reason = self._failure_reason(canary)  # the runner writes it before the DLQ copy
+        if reason is not None and self._take_dead_letter(queue, canary):
+            ok = reason == "non_retryable"
+            detail = f"in the DLQ with its reason, {reason}" + ("" if ok else " (expected non_retryable)")
+            return [Check("dead letter", queue.name, ok, detail + "; removed", {"reason": reason})]
+        if not final:
+            return []
+        if reason is not None:
+            detail = f"dead-lettered ({reason}), but its message was not found in {queue.name}'s DLQ"
+        else:
+            detail = f"not dead-lettered within {self._timeout_s:.0f} s: {self._where(queue, canary)}"
+        return [Check("dead letter", queue.name, False, detail)]
+
+    def _failure_reason(self, canary: _Canary) -> str | None:
+        runs = self._call(
+            "dynamodb:Query", lambda: self._clients.records.runs(CANARY_TYPE, canary.id, 5, CANARY_DOMAIN)
+        )
+        found = runs.get(CANARY_DOMAIN)
+        for failure in found.failures if found is not None else ():
+            if failure.dead_letter_reason:
+                return str(failure.dead_letter_reason)
+        return None
+
+    def _take_dead_letter(self, queue: QueueConfig, canary: _Canary) -> bool:
+        """Find the canary's message in the queue's DLQ and delete it; the DLQ's
+        other messages are read without being consumed (:class:`QueueScan`)."""
+        from jobkit.ops.scan import QueueScan
+
+        if queue.name in self._dead_taken:
+            return True
+        url = self._url(queue.name, dlq=True)
+        with QueueScan(self._clients.sqs, url, visibility_timeout_s=10) as scan:
+            for batch in self._call("sqs:ReceiveMessage", lambda: list(scan.batches())):
+                for message in batch:
+                    if _job_id(message.get("Body")) == canary.id:
+                        delete = functools.partial(
+                            self._clients.sqs.delete_message, QueueUrl=url, ReceiptHandle=message["ReceiptHandle"]
+                        )
+                        self._call("sqs:DeleteMessage", delete)
+                        scan.forget([message["MessageId"]])
+                        self._dead_taken.add(queue.name)
+                        return True
+        return False
+
+    def _where(self, queue: QueueConfig, canary: _Canary) -> str:
+        """What was last seen of a canary: the queue's depth and its DLQ's."""
+        try:
+            attributes = self._clients.sqs.get_queue_attributes(
+                QueueUrl=self._url(queue.name),
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
+            )["Attributes"]
+        except Exception:
+            return "no status record, and the queue could not be read"
+        return (
+            f"no status record; queue {queue.name} holds {attributes.get('ApproximateNumberOfMessages')} visible,"
+            f" {attributes.get('ApproximateNumberOfMessagesNotVisible')} in flight,"
+            f" {attributes.get('ApproximateNumberOfMessagesDelayed')} delayed"
+        )
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    def _wiring(self, queue: QueueConfig) -> None:
+        self._add(self._redrive(queue))
+        self._add(self._recursion(queue))
+        self._add(self._mapping(queue))
+        self._add(self._alarms(queue))
+
+    def _redrive(self, queue: QueueConfig) -> Check:
+        url = self._url(queue.name)
+        attributes = self._call(
+            "sqs:GetQueueAttributes",
+            lambda: self._clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"]),
+        )["Attributes"]
+        policy = json.loads(attributes.get("RedrivePolicy") or "{}")
+        dlq = str(policy.get("deadLetterTargetArn", "")).rsplit(":", 1)[-1]
+        count = int(policy.get("maxReceiveCount", 0) or 0)
+        expected = self._declaration.dlq_name(queue.name)
+        ok = dlq == expected and count == queue.max_receive_count
+        detail = f"DLQ {dlq or 'none'}, maxReceiveCount {count}"
+        if not ok:
+            detail += f" (declared: {expected}, {queue.max_receive_count})"
+        return Check("redrive policy", queue.name, ok, detail)
+
+    def _recursion(self, queue: QueueConfig) -> Check:
+        function = self._declaration.names.runner(queue.name)
+        try:
+            setting = self._clients.lambda_.get_function_recursion_config(FunctionName=function).get("RecursiveLoop")
+        except Exception as exc:
+            return Check(
+                "recursive loop", queue.name, False, _refused(exc, "lambda:GetFunctionRecursionConfig", function)
+            )
+        ok = setting == RUNNER_RECURSIVE_LOOP
+        detail = f"{function}: RecursiveLoop {setting}"
+        if not ok:
+            detail += f": chains of hops stop at their 16th round; deploy with RecursiveLoop: {RUNNER_RECURSIVE_LOOP}"
+        return Check("recursive loop", queue.name, ok, detail)
+
+    def _mapping(self, queue: QueueConfig) -> Check:
+        function = self._declaration.names.runner(queue.name)
+        try:
+            mappings = self._clients.lambda_.list_event_source_mappings(FunctionName=function)["EventSourceMappings"]
+        except Exception as exc:
+            return Check("event source", queue.name, False, _refused(exc, "lambda:ListEventSourceMappings", function))
+        queue_name = self._declaration.queue_name(queue.name)
+        mine = [m for m in mappings if str(m.get("EventSourceArn", "")).endswith(f":{queue_name}")]
+        if not mine:
+            return Check("event source", queue.name, False, f"no event source mapping from {queue_name} to {function}")
+        mapping = mine[0]
+        found = {
+            "state": mapping.get("State"),
+            "batch_size": mapping.get("BatchSize"),
+            "max_concurrency": (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency"),
+            "batch_item_failures": "ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or []),
+        }
+        wanted = {
+            "state": "Enabled",
+            "batch_size": queue.batch_size,
+            "max_concurrency": queue.max_concurrency,
+            "batch_item_failures": True,
+        }
+        wrong = [f"{k} {found[k]} (declared {wanted[k]})" for k in wanted if found[k] != wanted[k]]
+        detail = (
+            f"{found['state']}, batch size {found['batch_size']}, MaximumConcurrency {found['max_concurrency']},"
+            f" ReportBatchItemFailures {'on' if found['batch_item_failures'] else 'off'}"
+        )
+        return Check("event source", queue.name, not wrong, detail + (f": {'; '.join(wrong)}" if wrong else ""), found)
+
+    def _alarms(self, queue: QueueConfig) -> Check:
+        wanted = [
+            ("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": self._declaration.dlq_name(queue.name)}),
+            ("AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": self._declaration.queue_name(queue.name)}),
+            ("AWS/Lambda", "RecursiveInvocationsDropped", {"FunctionName": self._declaration.names.runner(queue.name)}),
+        ]
+        try:
+            alarms = list(self._all_alarms())
+        except Exception as exc:
+            return Check("alarms", queue.name, False, _refused(exc, "cloudwatch:DescribeAlarms", "alarms"))
+        missing, alarming = [], []
+        for namespace, metric, dimensions in wanted:
+            match = [
+                a
+                for a in alarms
+                if (a.get("Namespace"), a.get("MetricName")) == (namespace, metric)
+                and {d["Name"]: d["Value"] for d in a.get("Dimensions", [])} == dimensions
+            ]
+            if not match:
+                missing.append(metric)
+            elif any(a.get("StateValue") == "ALARM" for a in match):
+                alarming.append(metric)
+        ok = not missing and not alarming
+        parts = [f"{len(wanted) - len(missing)} of {len(wanted)} found"]
+        if missing:
+            parts.append("missing: " + ", ".join(missing))
+        if alarming:
+            parts.append("in ALARM: " + ", ".join(alarming))
+        return Check("alarms", queue.name, ok, "; ".join(parts))
+
+    def _all_alarms(self) -> Iterable[dict[str, Any]]:
+        if self._alarm_cache is None:
+            paginator = self._clients.cloudwatch.get_paginator("describe_alarms")
+            self._alarm_cache = [a for page in paginator.paginate() for a in page.get("MetricAlarms", [])]
+        return self._alarm_cache
+
+    # -- cleaning up -----------------------------------------------------------------------------
+
+    def _clean(self, sent: Mapping[str, list[_Canary]]) -> None:
+        """Delete what the canaries left: the dead-lettered one, and their records."""
+        for queue_name, canaries in sent.items():
+            failing = [c for c in canaries if c.check == "dead letter"]
+            if failing and queue_name not in self._dead_taken:
+                with contextlib.suppress(Exception):  # what cannot be deleted now expires (14 days)
+                    self._take_dead_letter(self._declaration.queues[queue_name], failing[0])
+            for canary in canaries:
+                self._delete_records(canary)
+
+    def _delete_records(self, canary: _Canary) -> None:
+        """The canary's status and failure records, and its duplicate claim."""
+        table = self._clients.table
+        partitions = [partition_key(CANARY_TYPE, kind, canary.id) for kind in (Kind.STATUS, Kind.RUNS)]
+        if canary.check == "runs":
+            partitions.append(partition_key(CANARY_TYPE, Kind.DUPLICATE, canary.spec.dedup_hash()))
+        for partition in partitions:
+            with contextlib.suppress(Exception):  # records expire by themselves (TTL)
+                for sort_key, _ in list(table.query(partition)):
+                    table.delete((partition, sort_key))
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _url(self, queue: str, *, dlq: bool = False) -> str:
+        name = self._declaration.dlq_name(queue) if dlq else self._declaration.queue_name(queue)
+        url = self._urls.get(name)
+        if url is None:
+            raise VerifyRefused(f"queue {name} was not found: is the stack deployed under this prefix and region?")
+        return url
+
+    @staticmethod
+    def _call(permission: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except VerifyRefused:
+            raise
+        except Exception as exc:
+            raise VerifyRefused(_refused(exc, permission, "")) from exc
+
+
+def _job_id(body: Any) -> str | None:
+    try:
+        data = json.loads(body) if isinstance(body, str) else None
+    except ValueError:
+        return None
+    return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
+
+
+def _refused(exc: Exception, permission: str, what: str) -> str:
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
+    if code in ("AccessDenied", "AccessDeniedException", "AccessDeniedException.Unauthorized"):
+        return f"{permission} was refused{' on ' + what if what else ''}: attach the stack's OperatorPolicy"
+    if code in ("ResourceNotFoundException", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+        return f"{what or 'the resource'} does not exist: is the stack deployed under this prefix and region?"
+    return f"{type(exc).__name__}: {exc}"
