@@ -33,8 +33,17 @@ class VerifyFailed(click.ClickException):
     type=click.FloatRange(min=10),
     help="Seconds to wait for every canary's fate.",
 )
+@click.option(
+    "--no-dead-letter",
+    "no_dead_letter",
+    is_flag=True,
+    help=(
+        "Skip the dead-letter check: it puts a canary in each DLQ for a few seconds, which the DLQ alarm's"
+        " one-minute sample of its depth may catch."
+    ),
+)
 @ops_command
-def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s: float) -> None:
+def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s: float, no_dead_letter: bool) -> None:
     """Prove a deployed stack: canaries through each queue, and its wiring read back.
 
     Per queue: a canary runs and its twin is skipped as its duplicate; a delayed
@@ -71,7 +80,9 @@ def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s:
             table=config.records.table,
             records=config.records,
         )
-        checks = Verify(declaration, clients, urls, timeout_s=timeout_s, on_check=shown).run(queues)
+        checks = Verify(
+            declaration, clients, urls, timeout_s=timeout_s, dead_letter=not no_dead_letter, on_check=shown
+        ).run(queues)
     except VerifyRefused as exc:
         raise VerifyFailed(str(exc)) from exc
     failed = [c for c in checks if not c.ok]

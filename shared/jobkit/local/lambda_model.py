@@ -67,6 +67,14 @@ def lambda_control_plane() -> Iterator[None]:
         function_class.create_from_cloudformation_json = classmethod(original_create)
 
 
+def recursion_setting(function_name: str, account_id: str, region: str) -> str:
+    """The deployed function's ``RecursiveLoop`` now (as its last
+    ``PutFunctionRecursionConfig`` or its template left it)."""
+    backends: Any = importlib.import_module("moto.awslambda.models").lambda_backends
+    function = backends[account_id][region].get_function(function_name)
+    return str(getattr(function, "jobkit_recursive_loop", DEFAULT_RECURSIVE_LOOP))
+
+
 def detach_triggers() -> None:
     """Take moto's own event source mapping triggers off every queue: the
     mappings stay as deployed, and the local stack's emulator polls instead."""

@@ -36,7 +36,7 @@ import contextlib
 import contextvars
 import hashlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 #: Lambda invokes a function at most this many times in one chain of requests.
@@ -95,14 +95,20 @@ def record_header(record: Mapping[str, Any]) -> str | None:
 class RecursionGuard:
     """What Lambda's recursive loop detection does to one function's batches."""
 
-    def __init__(self, function_name: str, recursive_loop: str) -> None:
-        if recursive_loop not in (ALLOW, TERMINATE):
-            raise ValueError(f"RecursiveLoop is {ALLOW!r} or {TERMINATE!r}, not {recursive_loop!r}")
+    def __init__(self, function_name: str, recursive_loop: str | Callable[[], str]) -> None:
+        """``recursive_loop`` is the function's setting, or a function that reads
+        it (the deployed function's, which ``PutFunctionRecursionConfig`` changes)."""
         self.function_name = function_name
         self.key = function_key(function_name)
-        self.recursive_loop = recursive_loop
+        if isinstance(recursive_loop, str):
+            recursive_loop = _fixed(_valid(recursive_loop))
+        self._setting = recursive_loop
         #: Messages Lambda did not deliver (the ``RecursiveInvocationsDropped`` metric).
         self.dropped = 0
+
+    @property
+    def recursive_loop(self) -> str:
+        return _valid(self._setting())
 
     def rounds(self, record: Mapping[str, Any]) -> int:
         """Invocations of this function in the message's chain so far."""
@@ -130,6 +136,16 @@ class RecursionGuard:
             yield
         finally:
             _current.reset(token)
+
+
+def _valid(setting: str) -> str:
+    if setting not in (ALLOW, TERMINATE):
+        raise ValueError(f"RecursiveLoop is {ALLOW!r} or {TERMINATE!r}, not {setting!r}")
+    return setting
+
+
+def _fixed(setting: str) -> Callable[[], str]:
+    return lambda: setting
 
 
 def stamp_sends(client: Any) -> None:

@@ -40,7 +40,7 @@ from jobkit.local.containers import Containers
 from jobkit.local.dynamodb_rules import dynamodb_rules
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.fleet import Fleet
-from jobkit.local.lambda_model import lambda_control_plane
+from jobkit.local.lambda_model import lambda_control_plane, recursion_setting
 from jobkit.local.moto_query import partition_queries
 from jobkit.local.moto_time import (
     SentCounts,
@@ -56,7 +56,7 @@ from jobkit.local.moto_time import (
     serial_dynamodb,
 )
 from jobkit.local.provision import provision_queues, provision_table
-from jobkit.local.recursion import TERMINATE, RecursionGuard, stamp_sends
+from jobkit.local.recursion import RecursionGuard, stamp_sends
 from jobkit.local.results import MetricsPublisher, ResultLog, Tee
 from jobkit.local.scheduler import LocalScheduler
 from jobkit.local.server import serving_aws
@@ -142,7 +142,7 @@ class LocalStack:
         self.runners: dict[str, Runner] = {}
         self.scheduler: LocalScheduler | None = None  # the declaration's schedules, on the stack's clock
         self._publish_metrics = publish_metrics
-        self._recursive_loop: dict[str, str] = {}
+        self._recursive_loop: dict[str, str | Callable[[], str]] = {}
         if recursive_loop is not None:
             self._recursive_loop = dict.fromkeys(declaration.queues, recursive_loop)
         self._sent = SentCounts()
@@ -221,7 +221,6 @@ class LocalStack:
     def _deploy_template(self, path: Path) -> None:
         from jobkit.local.cloudformation import deploy, load_template
         from jobkit.resources import PREFIX_PARAMETER
-        from jobkit.template.naming import QueueIds
 
         stack = deploy(
             self.client,
@@ -236,8 +235,12 @@ class LocalStack:
             # by name: a queue in a nested stack has no output in the root
             for name in (self.declaration.queue_name(queue), self.declaration.dlq_name(queue)):
                 self.queue_urls[name] = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-            function = stack.functions.get(QueueIds(queue).runner, {})
-            self._recursive_loop.setdefault(queue, function.get("RecursiveLoop", TERMINATE))
+            runner = self.declaration.names.runner(queue)
+            told = self._recursive_loop.get(queue)
+            if isinstance(told, str):  # as if put after the deploy
+                self.client("lambda").put_function_recursion_config(FunctionName=runner, RecursiveLoop=told)
+            # the function's setting as it is when a batch comes (PutFunctionRecursionConfig changes it)
+            self._recursive_loop[queue] = functools.partial(recursion_setting, runner, ACCOUNT_ID, self.region)
 
     def client(self, service: str) -> Any:
         """A boto3 client for the emulated AWS (one per service)."""

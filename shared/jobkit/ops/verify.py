@@ -115,6 +115,7 @@ class Verify:
         now: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         timeout_s: float = 120.0,
+        dead_letter: bool = True,
         on_check: Callable[[Check], None] | None = None,
     ) -> None:
         self._declaration = declaration
@@ -122,6 +123,8 @@ class Verify:
         self._urls = queue_urls
         self._now, self._sleep = now, sleep
         self._timeout_s = timeout_s
+        #: The canary checks to run (without "dead letter", no canary goes near a DLQ).
+        self._checks = tuple(c for c in CANARY_CHECKS if dead_letter or c != "dead letter")
         self._on_check = on_check or (lambda _: None)
         self._run = uuid.uuid4().hex[:10]
         self._dead_taken: set[str] = set()  # the queues whose dead-lettered canary was found and deleted
@@ -162,7 +165,7 @@ class Verify:
                 remove_duplicates=check == "runs",
             )
 
-        return [
+        canaries = [
             # two identical twins (the same params): one runs, the other is its duplicate
             _Canary("runs", spec("runs", "runs-a")),
             _Canary("runs", spec("runs", "runs-b")),
@@ -172,6 +175,7 @@ class Verify:
             _Canary("chain", spec("chain", "chain", now + CHAIN_HOPS + 0.5, hopS=1), 1),
             _Canary("dead letter", spec("dead letter", "dlq", fail=True)),
         ]
+        return [c for c in canaries if c.check in self._checks]
 
     def _send(self, queue: QueueConfig) -> list[_Canary]:
         url = self._url(queue.name)
@@ -198,7 +202,7 @@ class Verify:
         """Poll the jobs table (and the DLQs) once a second until every canary's
         fate is known or the timeout; at the timeout, what is unknown fails."""
         deadline = self._now() + self._timeout_s
-        waiting = [(queue, check) for queue in queues for check in CANARY_CHECKS]
+        waiting = [(queue, check) for queue in queues for check in self._checks]
         while waiting:
             final = self._now() >= deadline
             still = []
@@ -297,25 +301,28 @@ class Verify:
         return None
 
     def _take_dead_letter(self, queue: QueueConfig, canary: _Canary) -> bool:
-        """Find the canary's message in the queue's DLQ and delete it; the DLQ's
-        other messages are read without being consumed (:class:`QueueScan`)."""
+        """Find the canary's message in the queue's DLQ and delete it."""
+        if queue.name not in self._dead_taken and self._take_dead_letters(queue.name, {canary.id}):
+            self._dead_taken.add(queue.name)
+        return queue.name in self._dead_taken
+
+    def _take_dead_letters(self, queue: str, job_ids: set[str]) -> int:
+        """Delete the messages of these jobs from the queue's DLQ; the DLQ's other
+        messages are read without being consumed (:class:`QueueScan`)."""
         from jobkit.ops.scan import QueueScan
 
-        if queue.name in self._dead_taken:
-            return True
-        url = self._url(queue.name, dlq=True)
+        url, taken = self._url(queue, dlq=True), 0
         with QueueScan(self._clients.sqs, url, visibility_timeout_s=10) as scan:
             for batch in self._call("sqs:ReceiveMessage", lambda: list(scan.batches())):
                 for message in batch:
-                    if _job_id(message.get("Body")) == canary.id:
+                    if _job_id(message.get("Body")) in job_ids:
                         delete = functools.partial(
                             self._clients.sqs.delete_message, QueueUrl=url, ReceiptHandle=message["ReceiptHandle"]
                         )
                         self._call("sqs:DeleteMessage", delete)
                         scan.forget([message["MessageId"]])
-                        self._dead_taken.add(queue.name)
-                        return True
-        return False
+                        taken += 1
+        return taken
 
     def _where(self, queue: QueueConfig, canary: _Canary) -> str:
         """What was last seen of a canary: the queue's depth and its DLQ's."""
@@ -443,12 +450,14 @@ class Verify:
     # -- cleaning up -----------------------------------------------------------------------------
 
     def _clean(self, sent: Mapping[str, list[_Canary]]) -> None:
-        """Delete what the canaries left: the dead-lettered one, and their records."""
+        """Delete what the canaries left: their records, and any of them in a DLQ
+        (the failing one; one that a misconfigured stack dead-lettered)."""
+        failed = {c.queue for c in self.checks if not c.ok and c.name in (*CANARY_CHECKS, "duplicate")}
         for queue_name, canaries in sent.items():
-            failing = [c for c in canaries if c.check == "dead letter"]
-            if failing and queue_name not in self._dead_taken:
-                with contextlib.suppress(Exception):  # what cannot be deleted now expires (14 days)
-                    self._take_dead_letter(self._declaration.queues[queue_name], failing[0])
+            untaken = "dead letter" in self._checks and queue_name not in self._dead_taken
+            if untaken or queue_name in failed:
+                with contextlib.suppress(Exception):  # what cannot be deleted now expires unrun
+                    self._take_dead_letters(queue_name, {c.id for c in canaries})
             for canary in canaries:
                 self._delete_records(canary)
 
