@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -81,16 +82,20 @@ class ApiCalls:
 
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
+        #: The same, by the name of the thread that made each call.
+        self.by_thread: Counter[tuple[str, str]] = Counter()
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[ApiCalls]:
         from botocore.client import BaseClient
 
         original = BaseClient._make_api_call
-        calls = self.calls
+        calls, by_thread = self.calls, self.by_thread
 
         def counted(client: Any, operation_name: str, api_params: Any) -> Any:
-            calls[f"{client.meta.service_model.service_name}.{operation_name}"] += 1
+            name = f"{client.meta.service_model.service_name}.{operation_name}"
+            calls[name] += 1
+            by_thread[(threading.current_thread().name, name)] += 1
             return original(client, operation_name, api_params)
 
         BaseClient._make_api_call = counted  # type: ignore[method-assign]
@@ -104,3 +109,4 @@ class ApiCalls:
 
     def reset(self) -> None:
         self.calls.clear()
+        self.by_thread.clear()

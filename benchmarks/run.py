@@ -29,6 +29,7 @@ import bench_long_delay
 import bench_push
 import bench_round_trips
 import bench_runner
+import bench_verify
 import budgets
 import cost_model
 import local_stack_depth
@@ -58,6 +59,7 @@ def main() -> None:
     results["flow"] = bench_flow_control.run(200 if args.small else 1_000)
     results["long_delay"] = bench_long_delay.run(3600 if args.small else 86_400)
     results["cost"] = cost_model.run(results["runner"], results["round_trips"])
+    results["verify"] = bench_verify.run()  # no smaller size: its chain takes 20 s whatever the stack
     if args.small:
         results["local_depth"] = local_stack_depth.run((250, 1_000), sample=200, plain_moto_depths=())
     else:
@@ -182,6 +184,13 @@ def render(r: dict[str, Any]) -> str:
         f"{r['long_delay']['sqs_requests']} SQS requests ({r['long_delay']['sqs_sends']} sends), "
         f"{r['long_delay']['dynamodb_requests']} DynamoDB requests, and ran "
         f"{r['long_delay']['ran_late_s']} s after its release (docs/benchmarks.md compares a schedule per job).",
+        "",
+        f"**`jobkit verify`** on the example stack ({r['verify']['queues']} queues, deployed from its template): "
+        f"{r['verify']['seconds']} s, exit status {r['verify']['exit_status']}. Per queue, verify itself made "
+        + ", ".join(f"{n:g} {s.rstrip('.')}" for s, n in r["verify"]["verify_requests_per_queue"].items())
+        + " requests; the runners made "
+        + ", ".join(f"{n:g} {s.rstrip('.')}" for s, n in r["verify"]["runner_requests_per_queue"].items())
+        + f" requests in {r['verify']['invocations_per_queue']:g} invocations (the chain's 20 hops are most of them).",
         "",
         f"**Cold start** (medians of {cold['repeats']} fresh interpreters each; ratios paired): importing the "
         f"handler {cold['handler_import_ms']:.0f} ms; import plus the first invocation's build (Powertools logger, "

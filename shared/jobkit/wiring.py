@@ -44,7 +44,10 @@ class AwsClients:
     """AWS clients (botocore's, which boto3's are), one per service, built on first use.
 
     Args:
-        region: the region (default: the SDK's chain: ``AWS_REGION``, the profile).
+        region: the region (default: ``AWS_REGION``, which Lambda and the other
+            AWS SDKs and the AWS CLI read first, then botocore's chain:
+            ``AWS_DEFAULT_REGION``, the profile; botocore alone does not read
+            ``AWS_REGION``).
         endpoint_url: another endpoint than AWS's (the local stack).
         credentials: explicit credentials (``aws_access_key_id`` and so on).
         clients: clients built elsewhere, by service name (tests that count requests).
@@ -91,7 +94,7 @@ class AwsClients:
 
                 self._clients[service] = self._session().create_client(
                     service,
-                    region_name=self.region,
+                    region_name=self.region or os.environ.get("AWS_REGION") or None,
                     endpoint_url=self.endpoint_url,
                     config=Config(**self._CONFIGS.get(service, self._DEFAULT_CONFIG)),
                     **self._credentials,

@@ -30,6 +30,7 @@ def test_the_benchmarks_run_and_write_results(tmp_path: Path) -> None:
     assert flow["debounce, ten jobs of one key per batch"]["debounced"] == 180
     # a 1 h delay: 3 hops of 900 s after the push's own, and it runs once
     assert (results["long_delay"]["hops"], results["long_delay"]["ran"]) == (3, 1)
+    assert results["verify"]["exit_status"] == 0
     text = readme.read_text()
     assert text.startswith("before\n<!-- bench:start -->\n") and text.endswith("<!-- bench:end -->\nafter\n")
     assert "STALE TABLE" not in text and "SQS requests / job" in text

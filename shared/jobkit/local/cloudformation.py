@@ -21,9 +21,11 @@ moto differences this module works around (AWS behaves as the template says):
 
 from __future__ import annotations
 
+import contextlib
 import io
+import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +39,10 @@ ARTIFACT_BUCKET = "jobkit-local-artifacts"
 CODE_PROPERTIES = {"AWS::Serverless::Function": "CodeUri", "AWS::Serverless::LayerVersion": "ContentUri"}
 #: Resource types moto's CloudFormation cannot create.
 NOT_IN_MOTO = frozenset({"AWS::Lambda::Url"})
+#: Resource types moto's CloudFormation skips and the local stack stands in for
+#: (alarms created by :func:`_create_alarms`, schedules fired by the local
+#: scheduler, domain rules read from the log lines): no warning for them.
+STOOD_IN_FOR = ("AWS::CloudWatch::Alarm", "AWS::Scheduler::Schedule", "AWS::CloudWatch::InsightRule")
 
 
 @dataclass(frozen=True)
@@ -103,20 +109,42 @@ def deploy(
     s3.create_bucket(Bucket=ARTIFACT_BUCKET)
     sam_template = _packaged(s3, sam_template, region, base_dir or Path("."), "")
     template = translate(sam_template, region=region, parameters=parameters)
-    cloudformation.create_stack(
-        StackName=stack_name,
-        TemplateBody=json.dumps(_for_moto(template)),
-        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
-        Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
-    )
-    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
-    if stack["StackStatus"] != "CREATE_COMPLETE":
-        raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}: {stack.get('StackStatusReason')}")
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-    detach_triggers()  # the mappings stay as deployed; the local stack's emulator polls
-    _create_alarms(clients, stack_name, template, s3)
-    _enable_ttl(clients("dynamodb"), template, outputs)
+    with _quiet_about(STOOD_IN_FOR):
+        cloudformation.create_stack(
+            StackName=stack_name,
+            TemplateBody=json.dumps(_for_moto(template)),
+            Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+        )
+        stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+        if stack["StackStatus"] != "CREATE_COMPLETE":
+            raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}: {stack.get('StackStatusReason')}")
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        detach_triggers()  # the mappings stay as deployed; the local stack's emulator polls
+        _create_alarms(clients, stack_name, template, s3)
+        _enable_ttl(clients("dynamodb"), template, outputs)
     return DeployedStack(stack_name, outputs, template, _functions(s3, template))
+
+
+@contextlib.contextmanager
+def _quiet_about(resource_types: Sequence[str]) -> Iterator[None]:
+    """No "not supported" warning (a log line and a Python warning each) from
+    moto's CloudFormation for resources the local stack stands in for."""
+    import logging
+    import warnings
+
+    def wanted(record: logging.LogRecord) -> bool:
+        return not any(t in record.getMessage() for t in resource_types)
+
+    logger = logging.getLogger("moto")
+    logger.addFilter(wanted)
+    try:
+        with warnings.catch_warnings():
+            for resource_type in resource_types:
+                warnings.filterwarnings("ignore", message=f".*{re.escape(resource_type)}.*not supported")
+            yield
+    finally:
+        logger.removeFilter(wanted)
 
 
 def _packaged(s3: Any, sam_template: Mapping[str, Any], region: str, base_dir: Path, scope: str) -> dict[str, Any]:

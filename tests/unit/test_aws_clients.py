@@ -1,0 +1,46 @@
+"""Which Region jobkit's clients use: the one its docs tell users to export.
+
+botocore alone reads ``AWS_DEFAULT_REGION`` and the profile, not
+``AWS_REGION``, which Lambda sets, the other AWS SDKs and the AWS CLI read
+first, and jobkit's docs export; a push or an ops command with only
+``AWS_REGION`` set failed with "You must specify a region".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jobkit.wiring import AwsClients
+
+
+@pytest.fixture(autouse=True)
+def no_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+
+
+def region_of(clients: AwsClients) -> str | None:
+    region: str | None = clients.client("sqs").meta.region_name
+    return region
+
+
+def test_aws_region_alone_is_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert region_of(AwsClients()) == "eu-west-1"
+
+
+def test_aws_region_comes_before_aws_default_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    assert region_of(AwsClients()) == "eu-west-1"
+
+
+def test_aws_default_region_still_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    assert region_of(AwsClients()) == "us-west-2"
+
+
+def test_an_explicit_region_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert region_of(AwsClients(region="ap-south-1")) == "ap-south-1"
