@@ -88,4 +88,4 @@ def test_every_ops_command_reports_errors_as_json_when_asked() -> None:
             assert isinstance(command, OpsGroup)
             commands += command.commands.values()
     assert [c.name for c in commands if not isinstance(c, (OpsCommand, OpsGroup))] == []
-    assert len(commands) == 12  # queues, top, dlq and its five, push, job, schedules, ui
+    assert len(commands) == 13  # queues, top, dlq and its five, push, job, schedules, ui, verify

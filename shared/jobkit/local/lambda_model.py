@@ -55,6 +55,10 @@ def lambda_control_plane() -> Iterator[None]:
         function.jobkit_recursive_loop = setting
         return function
 
+    # Stacks nest (a test's stack inside another's): each restores what it found.
+    added = ("get_function_recursion_config", "put_function_recursion_config")
+    found = {name: responses.__dict__.get(name) for name in added}
+    had_route = _ROUTE in urls.url_paths
     urls.url_paths[_ROUTE] = responses.dispatch
     responses.get_function_recursion_config = get_function_recursion_config
     responses.put_function_recursion_config = put_function_recursion_config
@@ -62,8 +66,13 @@ def lambda_control_plane() -> Iterator[None]:
     try:
         yield
     finally:
-        urls.url_paths.pop(_ROUTE, None)
-        del responses.get_function_recursion_config, responses.put_function_recursion_config
+        if not had_route:
+            urls.url_paths.pop(_ROUTE, None)
+        for name, before in found.items():
+            if before is None:
+                delattr(responses, name)
+            else:
+                setattr(responses, name, before)
         function_class.create_from_cloudformation_json = classmethod(original_create)
 
 

@@ -312,7 +312,10 @@ def put_log_lines(account_id: str, region: str, lines: dict[str, list[str]], now
         if LOCAL_LOG_STREAM not in streams:
             backend.create_log_stream(group, LOCAL_LOG_STREAM)
         if messages:
-            backend.put_log_events(group, LOCAL_LOG_STREAM, [{"timestamp": stamp, "message": m} for m in messages])
+            # Into the stream itself: moto's PutLogEvents drops events more than
+            # 2 hours ahead of the real clock (as AWS does), and the stack's
+            # clock may be virtual, far from it.
+            streams[LOCAL_LOG_STREAM].put_log_events([{"timestamp": stamp, "message": m} for m in messages])
         events, oldest = streams[LOCAL_LOG_STREAM].events, stamp - int(keep_s * 1000)
         if events and events[0].timestamp < oldest:  # in the order they were put: the oldest first
             streams[LOCAL_LOG_STREAM].events = [event for event in events if event.timestamp >= oldest]
