@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 from jobkit.correlation import install as install_correlation
 from jobkit.errors import ConfigError
-from jobkit.log_level import install as install_log_levels
 from jobkit.runner import Runner
+from jobkit.runner.log_level import install as install_log_levels
 from jobkit.wiring import Wiring
 
 

@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from jobkit.cron import iso_utc
 from jobkit.errors import ConfigError, SpecError
@@ -31,8 +31,13 @@ from jobkit.resources import refuse_shared_logical_ids
 from jobkit.spec import JobSpecification
 from jobkit.wire import WIRE_VERSION, valid_domain
 
-if TYPE_CHECKING:
-    from jobkit.config import JobType
+
+class ChecksJobs(Protocol):
+    """What a schedule needs of its job type (a declared ``JobType``): the
+    check push applies to every job it sends."""
+
+    def check_job(self, spec: JobSpecification, now: float) -> None: ...
+
 
 #: A schedule's name; with the prefix (at most 16) and "-", within the scheduler's 64 characters.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,47}$")
@@ -112,7 +117,7 @@ def fired_body(schedule: Schedule, execution_id: str, scheduled_time: str) -> st
 _KEYS = {"type", "cron", "rate", "timezone", "params", "domain", "flexible_window_min"}
 
 
-def parse_schedules(source: str, raw: Any, types: Mapping[str, JobType]) -> dict[str, Schedule]:
+def parse_schedules(source: str, raw: Any, types: Mapping[str, ChecksJobs]) -> dict[str, Schedule]:
     """The ``[schedules.NAME]`` tables of a declaration, checked against its types."""
     if not isinstance(raw, Mapping):
         raise ConfigError(source, "schedules", f"must be a table of schedules, got {type(raw).__name__}")
@@ -121,7 +126,7 @@ def parse_schedules(source: str, raw: Any, types: Mapping[str, JobType]) -> dict
     return schedules
 
 
-def _schedule(source: str, name: str, spec: Any, types: Mapping[str, JobType]) -> Schedule:
+def _schedule(source: str, name: str, spec: Any, types: Mapping[str, ChecksJobs]) -> Schedule:
     key = f"schedules.{name}"
     if not NAME_PATTERN.fullmatch(name):
         raise ConfigError(source, key, "a schedule name must match " + NAME_PATTERN.pattern)

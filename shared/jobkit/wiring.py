@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
     from jobkit.push import JobQueueGroup
     from jobkit.records.store import Records
-    from jobkit.registry import JobRegistry
     from jobkit.runner import MetricsPort, Runner
+    from jobkit.runner.registry import JobRegistry
     from jobkit.sqs import QueueDirectory
 
 

@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from jobkit import JobSpecification
-from jobkit.cli.config import CliConfig
 from jobkit.cli.ops import register_ops_commands
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, load_declaration
 from jobkit.flow.leases import Leases
 from jobkit.local import LocalStack
+from jobkit.ops.config import CliConfig
 from jobkit.outcome import Outcome
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from jobkit import JobSpecification
 from jobkit.cli import main
-from jobkit.cli.config import CliConfig
 from jobkit.clock import VirtualClock
 from jobkit.config import load_declaration
 from jobkit.local import LocalStack
+from jobkit.ops.config import CliConfig
 
 from conftest import START
 

@@ -126,9 +126,9 @@ def test_jobkit_schedules_lists_each_schedule_with_its_next_firings() -> None:
     import click
     from click.testing import CliRunner
 
-    from jobkit.cli.config import CliConfig
     from jobkit.cli.ops import register_ops_commands
     from jobkit.clock import VirtualClock
+    from jobkit.ops.config import CliConfig
 
     group = click.Group("jobkit")
     register_ops_commands(group)

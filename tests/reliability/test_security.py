@@ -23,8 +23,8 @@ from jobkit.local.cloudformation import load_template, translate
 from jobkit.local.esm import sqs_event
 from jobkit.outcome import Outcome
 from jobkit.records.keys import Kind, kinds_used, partition_key, root_records_pattern, runner_records_patterns
-from jobkit.registry import JobRegistry
 from jobkit.resources import CANARY_TYPE
+from jobkit.runner.registry import JobRegistry
 from jobkit.template import CHECKOV_SKIPS, build, logical_id
 
 from conftest import ROOT, START

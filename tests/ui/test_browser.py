@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from jobkit.cli.config import CliConfig
 from jobkit.ops import push_job
+from jobkit.ops.config import CliConfig
 
 from process_lines import Lines
 

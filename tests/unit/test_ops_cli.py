@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from jobkit.cli import main
-from jobkit.cli.config import CliConfig
 from jobkit.cli.ops import register_ops_commands
 from jobkit.cli.options import OpsCommand, OpsGroup, check_endpoints, endpoint_problem
+from jobkit.ops.config import CliConfig
 
 from conftest import FIXTURES
 

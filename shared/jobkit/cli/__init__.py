@@ -10,7 +10,7 @@ One concept per module, as in rq's CLI:
   (``push``, ``job``)
 - :mod:`~jobkit.cli.options`: the options the commands share, and how an
   ops command reads them
-- :mod:`~jobkit.cli.config`: :class:`~jobkit.cli.config.CliConfig`, where an
+- :mod:`~jobkit.ops.config`: :class:`~jobkit.ops.config.CliConfig`, where an
   ops command gets its declaration, clients and stores
 - :mod:`~jobkit.cli.errors`: jobkit's and AWS's errors as one-line messages
 - :mod:`~jobkit.cli.output`: a result as JSON or as a rich view

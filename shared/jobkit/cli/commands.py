@@ -199,7 +199,7 @@ def schema(config_path: Path | None, from_class: bool, job_type: str) -> None:
 def _derived_schema(declaration: Declaration, job_type: str) -> dict[str, object]:
     """The schema of the type's class's ``Params``, imported from where its runner imports it."""
     from jobkit.params_types import schema_of_class
-    from jobkit.registry import JobRegistry
+    from jobkit.runner.registry import JobRegistry
     from jobkit.sam.runner import code_root
 
     root = str(code_root(declaration).resolve())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from jobkit.cli.config import CliConfig
 from jobkit.cli.options import OpsCommand, OpsGroup, ops_command
 from jobkit.cli.output import Output, console
+from jobkit.ops.config import CliConfig
 
 
 @click.group(cls=OpsGroup)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from jobkit.cli.config import CliConfig
 from jobkit.cli.options import OpsCommand, ops_command
 from jobkit.cli.output import Output
+from jobkit.ops.config import CliConfig
 
 
 @click.command(cls=OpsCommand)

@@ -2,7 +2,7 @@
 
 A thin shell, like rq's: each command resolves its arguments, calls one
 :mod:`jobkit.ops` function with the clients and stores of a
-:class:`~jobkit.cli.config.CliConfig`, and prints the result as JSON
+:class:`~jobkit.ops.config.CliConfig`, and prints the result as JSON
 (``--json``) or as a rich view (:mod:`jobkit.cli.output`).
 
 Every command finds the stack by its name prefix (``--prefix``,

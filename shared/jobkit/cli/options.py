@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 import click
 
-from jobkit.cli.config import CliConfig
 from jobkit.cli.errors import OptionError, clear_errors, json_error
 from jobkit.cli.output import Output
+from jobkit.ops.config import CliConfig
 
 #: Where the job declaration is, for every command that reads it.
 config_option = click.option(

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from jobkit.cli.config import CliConfig
 from jobkit.cli.options import OpsCommand, ops_command
 from jobkit.cli.output import Output, console
+from jobkit.ops.config import CliConfig
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
-from jobkit.cli.config import CliConfig
 from jobkit.cli.options import OpsCommand, ops_command
 from jobkit.cli.output import Output
+from jobkit.ops.config import CliConfig
 
 
 @click.command(cls=OpsCommand)

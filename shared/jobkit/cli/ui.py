@@ -1,7 +1,7 @@
 """``jobkit ui``: the ops views as web pages, served on the operator's machine.
 
 An ops command like the others (``--config``, ``--prefix``,
-``--endpoint-url``, ``--region``, one :class:`~jobkit.cli.config.CliConfig`),
+``--endpoint-url``, ``--region``, one :class:`~jobkit.ops.config.CliConfig`),
 whose output is a server: see :mod:`jobkit.ui`. Its web stack is imported
 when it runs, never with the CLI.
 """
@@ -13,9 +13,9 @@ import sys
 
 import click
 
-from jobkit.cli.config import CliConfig
 from jobkit.cli.options import OpsCommand, ops_command
 from jobkit.cli.output import Output
+from jobkit.ops.config import CliConfig
 
 #: What the command imports to serve the pages (they come with the [cli] extra).
 WEB_MODULES = ("starlette", "jinja2", "uvicorn")

@@ -11,10 +11,10 @@ import json
 
 import click
 
-from jobkit.cli.config import CliConfig
 from jobkit.cli.errors import OptionError
 from jobkit.cli.options import OpsCommand, ops_command
 from jobkit.cli.output import Output
+from jobkit.ops.config import CliConfig
 
 
 class VerifyFailed(click.ClickException):

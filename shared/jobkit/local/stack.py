@@ -62,9 +62,9 @@ from jobkit.local.scheduler import LocalScheduler
 from jobkit.local.server import serving_aws
 from jobkit.local.sqs_rules import sqs_rules
 from jobkit.push import JobQueueGroup
-from jobkit.registry import JobRegistry
 from jobkit.resources import RUNNER_RECURSIVE_LOOP
 from jobkit.runner import Runner
+from jobkit.runner.registry import JobRegistry
 from jobkit.sqs import new_messages, receive_messages
 from jobkit.wiring import AwsClients, Wiring
 

@@ -22,17 +22,17 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from jobkit.backoff import retry_delay_s
 from jobkit.clock import Clock
 from jobkit.config import QueueConfig
 from jobkit.correlation import correlation_of
 from jobkit.dedup import DedupStore
-from jobkit.error_text import describe, error_message, text_of, traceback_tail
 from jobkit.errors import NonRetryableError
 from jobkit.job import Job
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.records import FailureRecord
+from jobkit.runner.backoff import retry_delay_s
 from jobkit.runner.delivery import Delivery, QueuePort, message_id_of, receive_count, string_attribute_of
+from jobkit.runner.error_text import describe, error_message, text_of, traceback_tail
 from jobkit.spec import JobSpecification
 from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, DeadLetterReason
 

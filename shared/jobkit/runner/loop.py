@@ -25,10 +25,8 @@ from jobkit.config import Declaration, JobType
 from jobkit.correlation import correlation_scope
 from jobkit.dedup import DedupStore
 from jobkit.errors import JobClassError, JobFailed, SpecError, UnknownJobType
-from jobkit.log_level import running
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.params_schema import InvalidParams
-from jobkit.registry import JobRegistry
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.deadline import TimeBudget
 from jobkit.runner.delivery import (
@@ -41,6 +39,8 @@ from jobkit.runner.delivery import (
     receive_count,
 )
 from jobkit.runner.failures import Failures, is_permanent
+from jobkit.runner.log_level import running
+from jobkit.runner.registry import JobRegistry
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import JOB_ERRORS, LATER, Run, Stage, hooks
 from jobkit.runner.stages import StageKit, standard_stages

@@ -27,7 +27,7 @@ _IMPORT_EACH = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from jobkit.errors import JobClassError
-from jobkit.registry import JobRegistry
+from jobkit.runner.registry import JobRegistry
 from jobkit.sam.pushes import literal_pushes
 problems, pushes = {}, {}
 for name, class_path in json.loads(sys.argv[2]).items():

@@ -9,7 +9,7 @@ logic: the overview is :func:`~jobkit.ops.queue_summaries` and
 :func:`~jobkit.ops.purge`, called as ``jobkit dlq`` calls them.
 
 - :mod:`~jobkit.ui.app`: the Starlette application, from a
-  :class:`~jobkit.cli.config.CliConfig` and :class:`~jobkit.ui.settings.UiSettings`
+  :class:`~jobkit.ops.config.CliConfig` and :class:`~jobkit.ui.settings.UiSettings`
 - :mod:`~jobkit.ui.pages`: the pages (overview, type, job)
 - :mod:`~jobkit.ui.actions`: redrive, delete and purge, behind a confirmation
 - :mod:`~jobkit.ui.overview`: one row per type, from the ops reports

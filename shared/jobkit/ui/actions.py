@@ -36,8 +36,8 @@ from jobkit.ui.csrf import CsrfGuard
 from jobkit.ui.settings import UiSettings
 
 if TYPE_CHECKING:
-    from jobkit.cli.config import CliConfig
     from jobkit.ops import RedriveReport, Scope
+    from jobkit.ops.config import CliConfig
 
 #: The largest form an action reads (its fields are IDs and filters).
 MAX_FORM_BYTES = 64 * 1024

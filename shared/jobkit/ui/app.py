@@ -1,6 +1,6 @@
 """The ``jobkit ui`` application: routes, templates, static files and the guards around them.
 
-Built from a :class:`~jobkit.cli.config.CliConfig`, the same composition root
+Built from a :class:`~jobkit.ops.config.CliConfig`, the same composition root
 as every ops command (so the same ``--prefix``, ``--endpoint-url`` and
 ``--config`` mean the same stack), and :class:`~jobkit.ui.settings.UiSettings`.
 Tests drive it with Starlette's ``TestClient``; ``jobkit ui`` serves it with
@@ -31,7 +31,7 @@ from jobkit.ui.settings import UiSettings
 from jobkit.ui.sparkline import sparkline
 
 if TYPE_CHECKING:
-    from jobkit.cli.config import CliConfig
+    from jobkit.ops.config import CliConfig
 
 
 def templates(settings: UiSettings, csrf: CsrfGuard, stack: str) -> Jinja2Templates:

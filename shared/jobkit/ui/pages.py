@@ -33,8 +33,8 @@ from jobkit.ui.overview import overview
 from jobkit.ui.settings import UiSettings
 
 if TYPE_CHECKING:
-    from jobkit.cli.config import CliConfig
     from jobkit.ops import DeadLetter
+    from jobkit.ops.config import CliConfig
     from jobkit.records import FailureRecord
 
 #: Failure records shown under "recent failures" on a type's page.

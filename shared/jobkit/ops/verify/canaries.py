@@ -1,36 +1,6 @@
-"""``jobkit verify``: a deployed stack proves itself.
-
-Through each declared queue (or each named type's), it sends canaries
-(:mod:`jobkit.canary`, a type every runner serves without a declaration and
-which runs no user code) and reads back what became of each from the jobs
-table, where a canary records its status:
-
-- **runs**: two identical canaries, sent together and asking for duplicate
-  removal: one runs;
-- **duplicate**: the other is skipped as its duplicate, for its stated reason;
-- **delay**: a canary released three hops later is picked up after its
-  release. Its hops are a few seconds each (a canary may ask for a shorter
-  ``DelaySeconds``): the same path as a 900 s hop, the re-send the runner
-  makes when a job arrives before its release;
-- **chain**: a canary released after 20 or more hops of one second, each one
-  an invocation of the runner that sends the next: Lambda's recursive loop
-  detection stops such a chain at its 16th round unless the runner has
-  ``RecursiveLoop: Allow``;
-- **dead letter**: a canary that fails on purpose reaches the queue's DLQ with
-  its reason (the runner's failure record), and verify deletes it.
-
-And it reads the wiring back from the account and compares it with the
-declaration: each queue's redrive policy (its DLQ, ``maxReceiveCount``),
-each runner's recursion setting and event source mapping (enabled, batch size,
-``MaximumConcurrency``, ``ReportBatchItemFailures``), and each alarm of the
-queue (it exists; its state).
-
-It leaves nothing behind: the canaries' status, claim and failure records
-are deleted, and so is the dead-lettered canary, whatever the outcome. A
-canary still in flight when verify gives up (or is interrupted) expires:
-delivered after its ``expiresAt``, it is acknowledged without running and
-leaves no record.
-"""
+"""The canaries of ``jobkit verify``: sent through each queue, judged by
+what they recorded in the jobs table, and cleaned up after (see
+:mod:`jobkit.ops.verify`)."""
 
 from __future__ import annotations
 
@@ -39,12 +9,14 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from jobkit.canary import EXPIRES_PARAM
 from jobkit.config import Declaration, QueueConfig
+from jobkit.ops.verify.check import Check, Clients, VerifyRefused, call
+from jobkit.ops.verify.wiring import WiringChecks
 from jobkit.records import JobState, JobStatus
 from jobkit.records.keys import Kind, partition_key
 from jobkit.resources import CANARY_TYPE, RUNNER_RECURSIVE_LOOP
@@ -61,35 +33,6 @@ DELAY_HOP_S, DELAY_HOPS = 3, 3
 CANARY_LIFETIME_S = 15 * 60
 #: The canary checks, in the order they are reported for each queue.
 CANARY_CHECKS = ("runs", "delay", "chain", "dead letter")
-
-
-@dataclass
-class Check:
-    """One line of the verdict."""
-
-    name: str
-    queue: str | None
-    ok: bool
-    detail: str
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"check": self.name, "queue": self.queue, "ok": self.ok, "detail": self.detail, **self.figures}
-
-
-class VerifyRefused(Exception):
-    """What verify cannot do at all (no queue there, a permission refused): one line, exit 2."""
-
-
-@dataclass
-class Clients:
-    """What verify talks to (built by the CLI's composition root)."""
-
-    sqs: Any
-    lambda_: Any
-    cloudwatch: Any
-    table: Any  # jobkit.records.table.Table
-    records: Any  # jobkit.records.store.Records
 
 
 @dataclass
@@ -128,7 +71,7 @@ class Verify:
         self._on_check = on_check or (lambda _: None)
         self._run = uuid.uuid4().hex[:10]
         self._dead_taken: set[str] = set()  # the queues whose dead-lettered canary was found and deleted
-        self._alarm_cache: list[dict[str, Any]] | None = None
+        self._wiring = WiringChecks(declaration, clients, self._url)
         self.checks: list[Check] = []
 
     # -- the whole run -------------------------------------------------------------------------
@@ -140,7 +83,8 @@ class Verify:
                 sent[queue.name] = self._send(queue)
             self._await_and_judge(queues, sent)
             for queue in queues:
-                self._wiring(queue)
+                for check in self._wiring.checks(queue):
+                    self._add(check)
         finally:
             self._clean(sent)
         return self.checks
@@ -190,9 +134,7 @@ class Verify:
             }
             for n, canary in enumerate(canaries)
         ]
-        response = self._call(
-            "sqs:SendMessage", lambda: self._clients.sqs.send_message_batch(QueueUrl=url, Entries=entries)
-        )
+        response = call("sqs:SendMessage", lambda: self._clients.sqs.send_message_batch(QueueUrl=url, Entries=entries))
         failed = response.get("Failed") or []
         if failed:
             raise VerifyRefused(f"SQS refused the canaries for queue {queue.name}: {failed[0].get('Message')}")
@@ -226,7 +168,7 @@ class Verify:
         return self._judge_released(queue, check, mine[0], final)
 
     def _status(self, canary: _Canary) -> JobStatus | None:
-        statuses = self._call("dynamodb:GetItem", lambda: self._clients.records.statuses(CANARY_TYPE, canary.id))
+        statuses = call("dynamodb:GetItem", lambda: self._clients.records.statuses(CANARY_TYPE, canary.id))
         return next((s for s in statuses if s.domain == CANARY_DOMAIN), None)
 
     def _judge_runs(self, queue: QueueConfig, twins: list[_Canary], final: bool) -> list[Check]:
@@ -293,9 +235,7 @@ class Verify:
         return [Check("dead letter", queue.name, False, detail)]
 
     def _failure_reason(self, canary: _Canary) -> str | None:
-        runs = self._call(
-            "dynamodb:Query", lambda: self._clients.records.runs(CANARY_TYPE, canary.id, 5, CANARY_DOMAIN)
-        )
+        runs = call("dynamodb:Query", lambda: self._clients.records.runs(CANARY_TYPE, canary.id, 5, CANARY_DOMAIN))
         found = runs.get(CANARY_DOMAIN)
         for failure in found.failures if found is not None else ():
             if failure.dead_letter_reason:
@@ -315,13 +255,13 @@ class Verify:
 
         url, taken = self._url(queue, dlq=True), 0
         with QueueScan(self._clients.sqs, url, visibility_timeout_s=10) as scan:
-            for batch in self._call("sqs:ReceiveMessage", lambda: list(scan.batches())):
+            for batch in call("sqs:ReceiveMessage", lambda: list(scan.batches())):
                 for message in batch:
                     if _job_id(message.get("Body")) in job_ids:
                         delete = functools.partial(
                             self._clients.sqs.delete_message, QueueUrl=url, ReceiptHandle=message["ReceiptHandle"]
                         )
-                        self._call("sqs:DeleteMessage", delete)
+                        call("sqs:DeleteMessage", delete)
                         scan.forget([message["MessageId"]])
                         taken += 1
         return taken
@@ -346,108 +286,6 @@ class Verify:
         )
 
     # -- wiring --------------------------------------------------------------------------------
-
-    def _wiring(self, queue: QueueConfig) -> None:
-        self._add(self._redrive(queue))
-        self._add(self._recursion(queue))
-        self._add(self._mapping(queue))
-        self._add(self._alarms(queue))
-
-    def _redrive(self, queue: QueueConfig) -> Check:
-        url = self._url(queue.name)
-        attributes = self._call(
-            "sqs:GetQueueAttributes",
-            lambda: self._clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"]),
-        )["Attributes"]
-        policy = json.loads(attributes.get("RedrivePolicy") or "{}")
-        dlq = str(policy.get("deadLetterTargetArn", "")).rsplit(":", 1)[-1]
-        count = int(policy.get("maxReceiveCount", 0) or 0)
-        expected = self._declaration.dlq_name(queue.name)
-        ok = dlq == expected and count == queue.max_receive_count
-        detail = f"DLQ {dlq or 'none'}, maxReceiveCount {count}"
-        if not ok:
-            detail += f" (declared: {expected}, {queue.max_receive_count})"
-        return Check("redrive policy", queue.name, ok, detail)
-
-    def _recursion(self, queue: QueueConfig) -> Check:
-        function = self._declaration.names.runner(queue.name)
-        try:
-            setting = self._clients.lambda_.get_function_recursion_config(FunctionName=function).get("RecursiveLoop")
-        except Exception as exc:
-            return Check(
-                "recursive loop", queue.name, False, _refused(exc, "lambda:GetFunctionRecursionConfig", function)
-            )
-        ok = setting == RUNNER_RECURSIVE_LOOP
-        detail = f"{function}: RecursiveLoop {setting}"
-        if not ok:
-            detail += f": chains of hops stop at their 16th round; deploy with RecursiveLoop: {RUNNER_RECURSIVE_LOOP}"
-        return Check("recursive loop", queue.name, ok, detail)
-
-    def _mapping(self, queue: QueueConfig) -> Check:
-        function = self._declaration.names.runner(queue.name)
-        try:
-            mappings = self._clients.lambda_.list_event_source_mappings(FunctionName=function)["EventSourceMappings"]
-        except Exception as exc:
-            return Check("event source", queue.name, False, _refused(exc, "lambda:ListEventSourceMappings", function))
-        queue_name = self._declaration.queue_name(queue.name)
-        mine = [m for m in mappings if str(m.get("EventSourceArn", "")).endswith(f":{queue_name}")]
-        if not mine:
-            return Check("event source", queue.name, False, f"no event source mapping from {queue_name} to {function}")
-        mapping = mine[0]
-        found = {
-            "state": mapping.get("State"),
-            "batch_size": mapping.get("BatchSize"),
-            "max_concurrency": (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency"),
-            "batch_item_failures": "ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or []),
-        }
-        wanted = {
-            "state": "Enabled",
-            "batch_size": queue.batch_size,
-            "max_concurrency": queue.max_concurrency,
-            "batch_item_failures": True,
-        }
-        wrong = [f"{k} {found[k]} (declared {wanted[k]})" for k in wanted if found[k] != wanted[k]]
-        detail = (
-            f"{found['state']}, batch size {found['batch_size']}, MaximumConcurrency {found['max_concurrency']},"
-            f" ReportBatchItemFailures {'on' if found['batch_item_failures'] else 'off'}"
-        )
-        return Check("event source", queue.name, not wrong, detail + (f": {'; '.join(wrong)}" if wrong else ""), found)
-
-    def _alarms(self, queue: QueueConfig) -> Check:
-        wanted = [
-            ("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": self._declaration.dlq_name(queue.name)}),
-            ("AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": self._declaration.queue_name(queue.name)}),
-            ("AWS/Lambda", "RecursiveInvocationsDropped", {"FunctionName": self._declaration.names.runner(queue.name)}),
-        ]
-        try:
-            alarms = list(self._all_alarms())
-        except Exception as exc:
-            return Check("alarms", queue.name, False, _refused(exc, "cloudwatch:DescribeAlarms", "alarms"))
-        missing, alarming = [], []
-        for namespace, metric, dimensions in wanted:
-            match = [
-                a
-                for a in alarms
-                if (a.get("Namespace"), a.get("MetricName")) == (namespace, metric)
-                and {d["Name"]: d["Value"] for d in a.get("Dimensions", [])} == dimensions
-            ]
-            if not match:
-                missing.append(metric)
-            elif any(a.get("StateValue") == "ALARM" for a in match):
-                alarming.append(metric)
-        ok = not missing and not alarming
-        parts = [f"{len(wanted) - len(missing)} of {len(wanted)} found"]
-        if missing:
-            parts.append("missing: " + ", ".join(missing))
-        if alarming:
-            parts.append("in ALARM: " + ", ".join(alarming))
-        return Check("alarms", queue.name, ok, "; ".join(parts))
-
-    def _all_alarms(self) -> Iterable[dict[str, Any]]:
-        if self._alarm_cache is None:
-            paginator = self._clients.cloudwatch.get_paginator("describe_alarms")
-            self._alarm_cache = [a for page in paginator.paginate() for a in page.get("MetricAlarms", [])]
-        return self._alarm_cache
 
     # -- cleaning up -----------------------------------------------------------------------------
 
@@ -483,15 +321,6 @@ class Verify:
             raise VerifyRefused(f"queue {name} was not found: is the stack deployed under this prefix and region?")
         return url
 
-    @staticmethod
-    def _call(permission: str, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except VerifyRefused:
-            raise
-        except Exception as exc:
-            raise VerifyRefused(_refused(exc, permission, "")) from exc
-
 
 def _job_id(body: Any) -> str | None:
     try:
@@ -499,12 +328,3 @@ def _job_id(body: Any) -> str | None:
     except ValueError:
         return None
     return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
-
-
-def _refused(exc: Exception, permission: str, what: str) -> str:
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
-    if code in ("AccessDenied", "AccessDeniedException", "AccessDeniedException.Unauthorized"):
-        return f"{permission} was refused{' on ' + what if what else ''}: attach the stack's OperatorPolicy"
-    if code in ("ResourceNotFoundException", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
-        return f"{what or 'the resource'} does not exist: is the stack deployed under this prefix and region?"
-    return f"{type(exc).__name__}: {exc}"
