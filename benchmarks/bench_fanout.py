@@ -51,7 +51,7 @@ def _run(leaves: int) -> dict[str, Any]:
     containers = [wiring.runner("leaf") for _ in range(CONTAINERS)]
     key = "htmlCacheUpdate:templatelinks:Template:Infobox"
     old_root = new_root_job_params(key, clock.now())
-    wiring.store().record_root(JobSpecification("leaf", old_root))
+    wiring.store().roots.record_root(JobSpecification("leaf", old_root))
     old = [
         {"n": n, "rootJobSignature": old_root["rootJobSignature"], "rootJobTimestamp": old_root["rootJobTimestamp"]}
         for n in range(leaves)
@@ -66,7 +66,7 @@ def _run(leaves: int) -> dict[str, Any]:
         for number, start in enumerate(range(0, leaves, BATCH)):
             if newer_recorded_at is None and start >= leaves // 2:
                 clock.advance(1)
-                wiring.store().record_root(JobSpecification("leaf", new_root_job_params(key, clock.now())))
+                wiring.store().roots.record_root(JobSpecification("leaf", new_root_job_params(key, clock.now())))
                 newer_recorded_at = clock.now()
                 requests_before_newer = calls.total("dynamodb.")
             batch = old[start : start + BATCH]

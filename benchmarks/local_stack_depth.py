@@ -3,7 +3,7 @@
 moto's SQS on its own is O(queue depth) per message: it computes all of a
 queue's attributes for every message sent, scans the queue for every receive
 and twice for every delete. The local stack indexes moto's queues
-(``jobkit.local.moto_time.indexed_queues``), so a job should cost the same at
+(``jobkit.local.moto_patches.indexed_queues``), so a job should cost the same at
 any depth. For each depth D it starts a fresh stack, fills the queue to D
 minus a sample, then measures pushing the sample (the queue going from
 D - sample to D) and draining the sample through the runner (D down to

@@ -146,7 +146,7 @@ def run(
     from jobkit.config import load_declaration
     from jobkit.errors import JobQueueError
     from jobkit.local import LocalStack
-    from jobkit.local.moto_time import has_receivable
+    from jobkit.local.moto_patches import has_receivable
     from jobkit.local.results import EnqueueCounter
     from jobkit.local.stack import ACCOUNT_ID
     from jobkit.records import JobRuns
@@ -231,7 +231,7 @@ def run(
         result.accepted_entries = sum(counter.by_type.values())
         result.dead_letter_copies = len(dead)
         result.dead_and_done = sum(1 for fate in evidence.values() if fate.dead_and_done)
-        store = stack.dedup_store()
+        journal = stack.journal()
         for fate in evidence.values():
             for message in fate.dead_letters:
                 if not reason(message):
@@ -241,7 +241,7 @@ def run(
                     # finished and only its deletes were lost (a redundant copy).
                     spec = sent.specs[fate.job_id]
                     ref = JobRef(spec.type, spec.domain, spec.id)
-                    if not fate.dead_and_done and store.runs(ref) == JobRuns():
+                    if not fate.dead_and_done and journal.runs(ref) == JobRuns():
                         result.dead_letters_unexplained += 1
         result.attempts = len(testjobs.SCRIPTED)
         result.faults_injected = weather.counts

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
 
+    from jobkit.journal import AttemptJournal
     from jobkit.push import JobQueueGroup
     from jobkit.records.store import Records
     from jobkit.runner import MetricsPort, Runner
@@ -190,8 +191,14 @@ class Wiring:
         return Records(DynamoDBTable(None, self.declaration.table_name, connect=lambda: clients.dynamodb))
 
     def store(self) -> DedupStore:
-        """A records store with a root cache of its own: one per container."""
+        """A de-duplication store with a root cache of its own: one per container."""
         return DedupStore(self.records, clock=self.clock)
+
+    def journal(self) -> AttemptJournal:
+        """The runners' journal of attempts (failure records, final attempts, deferrals)."""
+        from jobkit.journal import AttemptJournal
+
+        return AttemptJournal(self.records, clock=self.clock)
 
     # -- queues ------------------------------------------------------------------------
 
@@ -218,7 +225,7 @@ class Wiring:
             declaration=self.declaration,
             sqs_client_factory=lambda: self.clients.sqs,
             queue_urls=self.queue_urls,
-            dedup_store=store,
+            dedup_store=store.roots,
             clock=self.clock,
             sleep=self._sleep,
         )
@@ -263,6 +270,7 @@ class Wiring:
             own.declaration,
             queue=queue,
             queues=SqsQueues(self.clients.lazy("sqs"), own.directory, queue),
+            records=own.records,
             dedup=store,
             group_factory=group_for,
             metrics=metrics,

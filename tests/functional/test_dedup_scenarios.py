@@ -245,7 +245,7 @@ def test_every_failed_attempt_leaves_a_failure_record(stack: LocalStack) -> None
     spec = JobSpecification("alwaysFails", {"why": "a bug"}, domain="enwiki")
     stack.queue_group().push(spec)
     stack.drain()
-    records = stack.dedup_store().failures(JobRef(spec.type, spec.domain, spec.id))
+    records = stack.journal().failures(JobRef(spec.type, spec.domain, spec.id))
     assert [r.attempt for r in records] == [3, 2, 1]  # newest first
     assert {(r.error_class, r.message, r.job_type, r.domain) for r in records} == {
         ("RuntimeError", "always fails (a bug)", "alwaysFails", "enwiki")
@@ -267,7 +267,7 @@ def test_a_poison_message_with_a_job_id_has_no_failure_record_but_a_reason(stack
     stack.drain()
     [dead] = stack.dead_letters("noop")
     assert dead["MessageAttributes"]["jobkit.errorClass"]["StringValue"] == "UnknownJobType"
-    assert stack.dedup_store().failures(JobRef("nope", None, "poison-1")) == []
+    assert stack.journal().failures(JobRef("nope", None, "poison-1")) == []
 
 
 def test_a_root_sent_without_being_recorded_supersedes_older_leaves_ahead_of_it_in_its_batch(

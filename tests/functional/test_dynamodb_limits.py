@@ -15,9 +15,9 @@ from botocore.exceptions import ClientError
 from jobkit import JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, parse_declaration
-from jobkit.flow.leases import Leases
 from jobkit.local import LocalStack
 from jobkit.outcome import Outcome
+from jobkit.records.leases import Leases
 
 from conftest import START
 

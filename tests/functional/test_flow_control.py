@@ -17,10 +17,10 @@ from jobkit import JobSpecification
 from jobkit.cli.ops import register_ops_commands
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, load_declaration
-from jobkit.flow.leases import Leases
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
 from jobkit.outcome import Outcome
+from jobkit.records.leases import Leases
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
 
@@ -392,7 +392,7 @@ def test_a_steady_stream_never_runs_two_jobs_of_a_key_at_once(flow: LocalStack) 
 
 def test_a_very_high_rate_never_grants_more_than_the_burst(flow: LocalStack) -> None:
     from jobkit.flow.options import FlowKey, RateLimit
-    from jobkit.flow.tokens import TokenBuckets
+    from jobkit.records.token_buckets import TokenBuckets
 
     buckets = TokenBuckets(flow.records.table)
     limit = RateLimit(FlowKey("type"), per_second=100_000, burst=1)

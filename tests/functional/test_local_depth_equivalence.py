@@ -5,8 +5,8 @@ with all sorts of visibility timeouts, deletes and visibility changes with
 current, stale and bogus receipt handles, redrives to a DLQ, a queue whose
 messages outlive their retention, purges, time passing, attribute reads)
 runs through boto3 twice on moto, on a virtual clock: once as moto is, once
-with :func:`jobkit.local.moto_time.indexed_queues` and
-:func:`~jobkit.local.moto_time.memoised_moto`. Every answer must be the same
+with :func:`jobkit.local.moto_patches.indexed_queues` and
+:func:`~jobkit.local.moto_patches.memoised_moto`. Every answer must be the same
 (receipt handles and message IDs are random: they are not compared). Both
 runs have the local stack's other patches (the clock, AWS's visibility
 limit, the retention check), which these do not change.
@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from jobkit.clock import VirtualClock
-from jobkit.local.moto_time import (
+from jobkit.local.moto_patches import (
     aws_visibility_limit,
     faster_receives,
     indexed_queues,

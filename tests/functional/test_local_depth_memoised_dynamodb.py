@@ -1,6 +1,6 @@
 """The local stack's memoised moto answers every DynamoDB call as moto does.
 
-:func:`jobkit.local.moto_time.memoised_moto` keeps moto's parsed update
+:func:`jobkit.local.moto_patches.memoised_moto` keeps moto's parsed update
 expressions and conditions, copies parsed trees by unpickling them, and
 looks up what each expression processor does with a type of node once. The
 same random program of item operations (updates of every kind of action,
@@ -21,7 +21,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from jobkit.local.moto_time import memoised_moto, serial_dynamodb
+from jobkit.local.moto_patches import memoised_moto, serial_dynamodb
 
 STEPS = 300
 TABLE = "jobs"

@@ -1,7 +1,7 @@
 """The local stack puts what SQS and its runners measure into its CloudWatch,
 and ``jobkit top`` and ``jobkit queues`` read it with their AWS queries.
 
-Where moto's CloudWatch differs from AWS's (see :mod:`jobkit.local.moto_time`):
+Where moto's CloudWatch differs from AWS's (see :mod:`jobkit.local.moto_patches`):
 it computes percentiles only with the local stack's help (nearest-rank, where
 AWS approximates), cuts periods from StartTime to the second (AWS rounds a
 recent StartTime down to the minute), and matches a query with dimensions in

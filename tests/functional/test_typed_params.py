@@ -61,7 +61,7 @@ def test_a_mismatch_from_another_producer_is_dead_lettered_at_once_with_the_sche
         " params must contain ['pages', 'title'] properties"
     )
     # and the jobs table says so, for `jobkit job` and `jobkit dlq`
-    [failure] = stack.dedup_store().failures(JobRef("typed", None, "from-node-1"))
+    [failure] = stack.journal().failures(JobRef("typed", None, "from-node-1"))
     assert (failure.error_class, failure.dead_letter_reason) == ("InvalidParams", "poison")
 
 

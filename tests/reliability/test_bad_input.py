@@ -243,7 +243,7 @@ def test_a_class_that_does_not_import_is_poison_and_the_runner_says_so_in_its_re
     reason = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}
     assert (reason["jobkit.reason"], reason["jobkit.errorClass"]) == ("poison", "JobClassError")
     assert "does not import" in reason["jobkit.error"]
-    [record] = corpus_stack.dedup_store().failures(JobRef("broken", None, "bad-1"))
+    [record] = corpus_stack.journal().failures(JobRef("broken", None, "bad-1"))
     assert (record.error_class, record.dead_letter_reason) == ("JobClassError", "poison")
 
 

@@ -181,7 +181,7 @@ def test_a_long_id_s_dead_letter_leads_to_the_correlation_its_runner_logged(stac
     assert correlation is not None and correlation.startswith(LONG_ID[:47])
     shown = json.loads(cli_for(stack)("dlq", "show", "alwaysFails", LONG_ID, "--json").stdout)
     assert [m["correlation_id"] for m in shown["messages"]] == [correlation]
-    failures = stack.dedup_store().failures(JobRef("alwaysFails", None, LONG_ID))
+    failures = stack.journal().failures(JobRef("alwaysFails", None, LONG_ID))
     assert failures and {f.correlation_id for f in failures} == {correlation}
 
 

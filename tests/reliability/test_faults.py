@@ -110,7 +110,7 @@ class Rig:
             for message in fate.dead_letters:
                 if not reason(message):  # moved by the redrive policy: the failure records say why
                     spec = self.sent.specs[job_id]
-                    assert self.stack.dedup_store().runs(ref(spec)) != JobRuns(), fate.describe()
+                    assert self.stack.journal().runs(ref(spec)) != JobRuns(), fate.describe()
         return evidence
 
 
@@ -431,7 +431,7 @@ def test_a_dead_letter_at_the_size_limit_keeps_its_body(rig: Rig, room: int) -> 
     assert (reason(dead).get("jobkit.reason") == expected[1]) is (room >= 60)
     assert guard.rejected == 0
     if expected[0] is Outcome.DEAD_LETTERED:
-        [record] = rig.stack.dedup_store().failures(ref(rig.sent.specs[job.id]))
+        [record] = rig.stack.journal().failures(ref(rig.sent.specs[job.id]))
         assert (record.error_class, record.dead_letter_reason) == ("NonRetryableError", "non_retryable")
 
 

@@ -18,11 +18,11 @@ import pytest
 from jobkit import JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import Declaration, load_declaration
-from jobkit.flow.leases import Lease, Leases
 from jobkit.local import LocalStack
 from jobkit.ops.redrive import redrive
 from jobkit.ops.scope import resolve_scope
 from jobkit.outcome import Outcome
+from jobkit.records.leases import Lease, Leases
 from jobkit.spec import new_root_job_params
 
 import testjobs

@@ -79,9 +79,8 @@ from jobkit import JobQueueGroup, JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import load_declaration
 from jobkit.errors import JobKitError, JobQueueError
-from jobkit.flow.leases import Leases
 from jobkit.local import LocalStack
-from jobkit.local.moto_time import has_receivable
+from jobkit.local.moto_patches import has_receivable
 from jobkit.local.stack import ACCOUNT_ID
 from jobkit.ops.redrive import redrive
 from jobkit.ops.scope import resolve_scope
@@ -89,6 +88,7 @@ from jobkit.outcome import Outcome, RecordResult
 from jobkit.push import derived_job_id
 from jobkit.records import JobRuns
 from jobkit.records.keys import JobRef
+from jobkit.records.leases import Leases
 from jobkit.spec import new_root_job_params
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
 
@@ -765,7 +765,7 @@ class JobModel(RuleBasedStateMachine):
             return
         # Moved by SQS's redrive policy: only where the runner could not act.
         spec = self.h.sent.specs[fate.key]
-        has_records = self.h.stack.dedup_store().runs(JobRef(spec.type, spec.domain, spec.id)) != JobRuns()
+        has_records = self.h.stack.journal().runs(JobRef(spec.type, spec.domain, spec.id)) != JobRuns()
         assert has_records or fate.key in disturbed, f"redriven without a trace: {fate.describe()}"
 
     def _check_script(self, spec: JobSpecification, fate: Fate) -> None:
@@ -823,7 +823,9 @@ class JobModel(RuleBasedStateMachine):
         such a run of the key, or was debounced in turn by a job that covers
         it. An owner that was superseded, or never ran, covers nothing; neither
         does a run that began before the job was sent (a producer's slow clock)
-        or before its release time."""
+        or before its release time. A debounced delivery of a job that is
+        itself dead-lettered, by another delivery of its ID, is not lost
+        either: the dead letter stands for it, with its reason."""
         sent = self.h.sent.specs
         pushed = self.h.sent.enqueue_times
         accepted = self.h.sent.accepted_times
@@ -866,7 +868,8 @@ class JobModel(RuleBasedStateMachine):
             )
 
         for job, owners in debounced_by.items():
-            assert window_ran_for(job) or any(covers(owner, job, {job} - {owner}) for owner in owners), (
+            itself_dead = bool(evidence[job].dead_letters)
+            assert itself_dead or window_ran_for(job) or any(covers(owner, job, {job} - {owner}) for owner in owners), (
                 f"debounced by {owners}, which did not run for it: {evidence[job].describe()}; "
                 + "; ".join(evidence[o].describe() for o in owners if o in evidence)
             )

@@ -394,7 +394,7 @@ def test_the_watchdog_records_a_job_about_to_time_out(scripted: LocalStack) -> N
     drain_through_crashes(scripted)
     # Then each attempt left a timeout record, the status says timed out, and the
     # third receive (the shared queue allows more) dead-letters it with that reason
-    runs = scripted.dedup_store().runs(JobRef("slow", "enwiki", job.id))
+    runs = scripted.journal().runs(JobRef("slow", "enwiki", job.id))
     timeouts = [f.attempt for f in runs.failures if f.error_class == "JobTimedOut"]
     assert sorted(timeouts) == [1, 2]
     [status] = scripted.records.statuses("slow", job.id)
@@ -413,7 +413,7 @@ def test_a_job_killed_on_its_last_attempt_is_dead_lettered_as_never_finished(scr
         "attempt 2 did not report back: the invocation stopped before it reported (out of memory, a crash,"
         " or a timeout), or its failure could not be recorded"
     )
-    [final] = [f for f in [scripted.dedup_store().runs(JobRef("slow", None, job.id)).final] if f]
+    [final] = [f for f in [scripted.journal().runs(JobRef("slow", None, job.id)).final] if f]
     assert (final.attempt, final.succeeded_at) == (2, None)
 
 
@@ -563,7 +563,7 @@ def test_an_error_text_that_is_not_valid_unicode_is_still_recorded(stack: LocalS
     spec = JobSpecification("raises", domain="enwiki")
     stack.queue_group().push(spec)
     stack.drain()
-    [record] = stack.dedup_store().runs(JobRef("raises", "enwiki", spec.id)).failures
+    [record] = stack.journal().runs(JobRef("raises", "enwiki", spec.id)).failures
     assert (record.error_class, record.dead_letter_reason) == ("FileNotFoundError", "non_retryable")
     assert record.message == "missing report-?.csv"
 
@@ -575,7 +575,7 @@ def test_a_domain_is_limited_in_bytes_so_its_records_fit_their_keys(stack: Local
     spec = JobSpecification("alwaysFails", domain=domain)
     stack.queue_group().push(spec)
     stack.drain()
-    runs = stack.dedup_store().runs(JobRef("alwaysFails", domain, spec.id))
+    runs = stack.journal().runs(JobRef("alwaysFails", domain, spec.id))
     assert [f.attempt for f in runs.failures] == [3, 2, 1] and runs.final is not None
 
 
@@ -585,6 +585,6 @@ def test_a_job_id_reused_in_domains_that_sort_alike_keeps_its_own_records(stack:
         stack.queue_group(domain).push(JobSpecification("alwaysFails", id="X"))
     stack.drain()
     for domain in ("a", "a#3"):
-        runs = stack.dedup_store().runs(JobRef("alwaysFails", domain, "X"))
+        runs = stack.journal().runs(JobRef("alwaysFails", domain, "X"))
         assert [f.attempt for f in runs.failures] == [3, 2, 1] and runs.failures[0].domain == domain
         assert runs.failures[0].dead_letter_reason == "attempts_exhausted"

@@ -73,7 +73,7 @@ def test_a_hop_that_cannot_be_sent_on_the_last_receive_is_dead_lettered_with_the
     [reason] = reasons(stack, "buggy")
     assert reason["jobkit.reason"] == "internal_error"
     assert reason["jobkit.error"].startswith("could not re-enqueue the job (")
-    [failure] = stack.dedup_store().failures(JobRef("buggy", None, job.id))
+    [failure] = stack.journal().failures(JobRef("buggy", None, job.id))
     assert (failure.error_class, failure.dead_letter_reason) == ("ClientError", "internal_error")
 
 
@@ -85,7 +85,7 @@ def test_a_hop_that_cannot_be_sent_before_the_last_receive_is_recorded_and_tried
     outcomes = deliveries(stack, job.id)
     assert outcomes[0] is Outcome.RETRIED and outcomes[-1] is Outcome.SUCCEEDED
     assert set(outcomes[1:-1]) == {Outcome.DELAYED}
-    [failure] = stack.dedup_store().failures(JobRef("noop", None, job.id))
+    [failure] = stack.journal().failures(JobRef("noop", None, job.id))
     assert failure.message.startswith("could not re-enqueue the job (") and failure.dead_letter_reason is None
 
 
@@ -178,7 +178,7 @@ def test_a_stage_start_that_raises_leaves_no_watchdog_armed(stack: LocalStack) -
     stack.drain()
     stack.clock.advance(1000)
     assert deliveries(stack, job.id) == [Outcome.SUCCEEDED]
-    assert stack.dedup_store().failures(JobRef("tracked", None, job.id)) == []
+    assert stack.journal().failures(JobRef("tracked", None, job.id)) == []
 
 
 # -- metrics ----------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobkit.clock import VirtualClock
-from jobkit.dedup import Candidate, DedupStore, DedupUnavailable, Verdict
+from jobkit.dedup import Candidate, DedupStore, TableUnavailable, Verdict
 from jobkit.records.memory import MemoryRecords
 from jobkit.spec import JobSpecification, new_root_job_params
 
@@ -70,7 +70,7 @@ def test_a_newer_leaf_advances_the_root(store: DedupStore, backend: MemoryRecord
 
 
 def test_record_root_then_older_leaves_are_superseded(store: DedupStore, clock: VirtualClock) -> None:
-    store.record_root(JobSpecification("leaf", new_root_job_params("k", 50.0), domain="enwiki"))
+    store.roots.record_root(JobSpecification("leaf", new_root_job_params("k", 50.0), domain="enwiki"))
     assert store.admit(candidate(leaf(49.999, clock))).verdict is Verdict.SUPERSEDED
     assert store.admit(candidate(leaf(50.0, clock))).verdict is Verdict.RUN
 
@@ -79,7 +79,7 @@ def test_the_root_cache_is_bounded(backend: MemoryRecords, clock: VirtualClock) 
     store = DedupStore(backend, clock=clock, root_cache_size=3)
     for n in range(10):
         store.admit(candidate(leaf(1.0, clock, key=f"k{n}")))
-    assert len(store._roots) == 3
+    assert len(store.roots) == 3
 
 
 def test_duplicates_defer_then_skip(store: DedupStore, clock: VirtualClock) -> None:
@@ -104,7 +104,7 @@ class DownBackend(MemoryRecords):
         if name in {"advance_root", "claim_duplicate", "claim_delivery", "release_duplicate", "put_failure"}:
 
             def down(*args: object) -> None:
-                raise DedupUnavailable("throttled")
+                raise TableUnavailable("throttled")
 
             return down
         return super().__getattribute__(name)
@@ -116,5 +116,5 @@ def test_fail_open(clock: VirtualClock) -> None:
     admission = store.admit(candidate(spec, dedup=True, once=True))
     assert (admission.verdict, admission.unavailable) == (Verdict.RUN, True)
     assert store.finish(admission, succeeded=True, started_at=clock.now())  # held no claims: nothing to release
-    with pytest.raises(DedupUnavailable):
-        store.record_root(JobSpecification("leaf", new_root_job_params("k", 1.0)))
+    with pytest.raises(TableUnavailable):
+        store.roots.record_root(JobSpecification("leaf", new_root_job_params("k", 1.0)))

@@ -10,7 +10,7 @@ import pytest
 from jobkit import Job, JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import declaration_to_dict, parse_declaration
-from jobkit.dedup import DedupStore, DedupUnavailable
+from jobkit.dedup import TableUnavailable
 from jobkit.errors import ConfigError, JobKitError
 from jobkit.outcome import Outcome
 from jobkit.records.memory import MemoryRecords
@@ -92,7 +92,7 @@ class UnavailableBackend(MemoryRecords):
     """A table that refuses every status write, as a throttled one does."""
 
     def put_status(self, status: JobStatus, expires_at: int) -> None:
-        raise DedupUnavailable("throttled")
+        raise TableUnavailable("throttled")
 
 
 def test_a_failed_status_write_is_logged_not_raised(clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
@@ -149,7 +149,7 @@ def test_the_runner_records_a_skipped_duplicate(backend: MemoryRecords, clock: V
     declaration = parse_declaration(
         {"types": {"t": {"class": "testjobs:NoopJob", "remove_duplicates": True, "track_status": True}}}, source="t"
     )
-    runner = Runner(declaration, queue="t", queues=NoQueue(), dedup=DedupStore(backend, clock=clock), clock=clock)
+    runner = Runner(declaration, queue="t", queues=NoQueue(), records=backend, clock=clock)
     # Given two identical jobs enqueued together, the first run a second later
     first, twin = (JobSpecification("t", {"page": "A"}).stamped(clock.now()) for _ in range(2))
     clock.advance(1)

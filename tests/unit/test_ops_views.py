@@ -24,7 +24,7 @@ from jobkit.ops.views import (
     queues_table,
     top_table,
 )
-from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt, JobRuns
+from jobkit.records import FailureRecord, FinalAttempt, JobRuns, TableUnavailable
 from jobkit.records.keys import JobRef
 from jobkit.records.memory import MemoryRecords
 from jobkit.spec import JobSpecification
@@ -101,7 +101,7 @@ def test_the_jobs_table_gives_the_reason(declaration: Declaration) -> None:
 
     class Unreadable(MemoryRecords):
         def runs(self, job_type: str, job_id: str, limit: int, domain: Any = None) -> dict[str | None, JobRuns]:
-            raise DedupUnavailable("AccessDenied")
+            raise TableUnavailable("AccessDenied")
 
     blind = judged(dead_letter(message(spec.to_message())), scope, Unreadable(), now=2000.0)
     assert (blind.reason, blind.verified) == ("unknown", False) and "AccessDenied" in blind.explanation

@@ -77,7 +77,6 @@ def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s:
             sqs=config.sqs,
             lambda_=config.clients.client("lambda"),
             cloudwatch=config.cloudwatch,
-            table=config.records.table,
             records=config.records,
         )
         checks = Verify(

@@ -1,5 +1,5 @@
 """An SQS fair queue's delivery order, for the local stack's queues
-(:mod:`jobkit.local.moto_time` keeps one :class:`Tenants` per queue).
+(:mod:`jobkit.local.moto_patches` keeps one :class:`Tenants` per queue).
 
 moto delivers a standard queue's messages in queue order whatever their
 ``MessageGroupId``; AWS's fair queues let a quiet tenant's messages go ahead

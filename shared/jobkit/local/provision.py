@@ -6,8 +6,12 @@ for a real deployment.
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from jobkit.config import Declaration
 from jobkit.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
@@ -65,3 +69,42 @@ def provision_table(dynamodb: DynamoDBClient, declaration: Declaration) -> None:
         TableName=declaration.table_name,
         TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
     )
+
+
+@dataclass
+class Deployed:
+    """What a stack deployed from a template gives the local stack."""
+
+    outputs: dict[str, str] = field(default_factory=dict)
+    queue_urls: dict[str, str] = field(default_factory=dict)
+    #: Each queue's runner setting as it is when a batch comes (a later
+    #: ``PutFunctionRecursionConfig`` changes it).
+    recursive_loop: dict[str, Callable[[], str]] = field(default_factory=dict)
+
+
+def deploy_template(
+    client: Callable[[str], Any], declaration: Declaration, path: Path, *, region: str, account_id: str
+) -> Deployed:
+    """Deploy a SAM template into the emulated account, as ``sam deploy`` would
+    (aws-sam-translator and moto's CloudFormation, :mod:`jobkit.local.cloudformation`)."""
+    from jobkit.local.cloudformation import deploy, load_template
+    from jobkit.local.lambda_model import recursion_setting
+    from jobkit.resources import PREFIX_PARAMETER
+
+    stack = deploy(
+        client,
+        load_template(path),
+        stack_name=declaration.names.local_stack,
+        parameters={PREFIX_PARAMETER: declaration.prefix},
+        region=region,
+        base_dir=path.parent,
+    )
+    deployed = Deployed(outputs=stack.outputs)
+    sqs = client("sqs")
+    for queue in declaration.queues:
+        # by name: a queue in a nested stack has no output in the root
+        for name in (declaration.queue_name(queue), declaration.dlq_name(queue)):
+            deployed.queue_urls[name] = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        runner = declaration.names.runner(queue)
+        deployed.recursive_loop[queue] = functools.partial(recursion_setting, runner, account_id, region)
+    return deployed

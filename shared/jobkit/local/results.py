@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.clock import Clock
 from jobkit.config import Declaration
-from jobkit.local.moto_time import SentCounts, drop_metric_data_before, oldest_message_age
+from jobkit.local.moto_patches import SentCounts, drop_metric_data_before, oldest_message_age
 from jobkit.outcome import Outcome, RecordResult
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ its own :class:`~jobkit.runner.Runner` (its own "container") fed by an
 :class:`~jobkit.local.esm.EventSourceMapping` emulator. With a
 :class:`~jobkit.clock.VirtualClock`, moto's clock is the same clock, and
 :meth:`LocalStack.drain` skips idle waits (backoffs, delays) instead of sleeping.
-moto's queues are indexed (:mod:`jobkit.local.moto_time`), so pushing and
+moto's queues are indexed (:mod:`jobkit.local.moto_patches`), so pushing and
 running a job cost the same with 100 or 100,000 queued, and a queue with
 nothing to receive costs no request.
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -36,28 +35,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
 from jobkit.dedup import DedupStore
-from jobkit.local.containers import Containers
+from jobkit.journal import AttemptJournal
 from jobkit.local.dynamodb_rules import dynamodb_rules
 from jobkit.local.esm import EventSourceMapping
-from jobkit.local.fleet import Fleet
-from jobkit.local.lambda_model import lambda_control_plane, recursion_setting
+from jobkit.local.lambda_model import lambda_control_plane
+from jobkit.local.moto_patches import SentCounts, patched_moto
 from jobkit.local.moto_query import partition_queries
-from jobkit.local.moto_time import (
-    SentCounts,
-    aws_visibility_limit,
-    cloudwatch_percentiles,
-    counting_sends,
-    faster_receives,
-    has_receivable,
-    indexed_queues,
-    memoised_moto,
-    moto_on_clock,
-    next_visible_at,
-    serial_dynamodb,
-)
 from jobkit.local.provision import provision_queues, provision_table
-from jobkit.local.recursion import RecursionGuard, stamp_sends
-from jobkit.local.results import MetricsPublisher, ResultLog, Tee
+from jobkit.local.recursion import stamp_sends
+from jobkit.local.results import MetricsPublisher, ResultLog
+from jobkit.local.running import Running
 from jobkit.local.scheduler import LocalScheduler
 from jobkit.local.server import serving_aws
 from jobkit.local.sqs_rules import sqs_rules
@@ -78,7 +65,7 @@ ACCOUNT_ID = "123456789012"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_session_token": "testing"}
 
 
-class LocalStack:
+class LocalStack(Running):
     """jobkit's resources on an embedded AWS, with runners and event source mappings.
 
     Args:
@@ -124,6 +111,7 @@ class LocalStack:
         recursive_loop: str | None = None,
     ) -> None:
         self.declaration = declaration
+        self.account_id = ACCOUNT_ID
         self.clock = clock or SystemClock()
         self.region = region
         self.results = ResultLog()
@@ -187,20 +175,12 @@ class LocalStack:
         self._exit.close()
 
     def _start_aws(self) -> None:
-        self._exit.enter_context(indexed_queues())
-        self._exit.enter_context(memoised_moto())
-        self._exit.enter_context(faster_receives())
-        self._exit.enter_context(serial_dynamodb())
-        self._exit.enter_context(aws_visibility_limit())
+        clock = self.clock if isinstance(self.clock, VirtualClock) else None
+        self._exit.enter_context(patched_moto(clock=clock, sent=self._sent if self._publish_metrics else None))
         self._exit.enter_context(sqs_rules())
         self._exit.enter_context(dynamodb_rules())
         self._exit.enter_context(partition_queries())
         self._exit.enter_context(lambda_control_plane())
-        self._exit.enter_context(cloudwatch_percentiles())
-        if self._publish_metrics:
-            self._exit.enter_context(counting_sends(self._sent))
-        if isinstance(self.clock, VirtualClock):
-            self._exit.enter_context(moto_on_clock(self.clock))
         if self._server_wanted:
             wrap = self._push_route if self.declaration.push_endpoint is not None else None
             self.endpoint_url = self._exit.enter_context(serving_aws(self._host, self._port, wrap=wrap))
@@ -219,28 +199,16 @@ class LocalStack:
             self._exit.callback(_remove_from_path, path)
 
     def _deploy_template(self, path: Path) -> None:
-        from jobkit.local.cloudformation import deploy, load_template
-        from jobkit.resources import PREFIX_PARAMETER
+        from jobkit.local.provision import deploy_template
 
-        stack = deploy(
-            self.client,
-            load_template(path),
-            stack_name=self.declaration.names.local_stack,
-            parameters={PREFIX_PARAMETER: self.declaration.prefix},
-            region=self.region,
-            base_dir=path.parent,
-        )
-        self.stack_outputs = stack.outputs
-        for queue in self.declaration.queues:
-            # by name: a queue in a nested stack has no output in the root
-            for name in (self.declaration.queue_name(queue), self.declaration.dlq_name(queue)):
-                self.queue_urls[name] = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-            runner = self.declaration.names.runner(queue)
-            told = self._recursive_loop.get(queue)
+        deployed = deploy_template(self.client, self.declaration, path, region=self.region, account_id=ACCOUNT_ID)
+        self.stack_outputs = deployed.outputs
+        self.queue_urls.update(deployed.queue_urls)
+        for queue, told in list(self._recursive_loop.items()):
             if isinstance(told, str):  # as if put after the deploy
+                runner = self.declaration.names.runner(queue)
                 self.client("lambda").put_function_recursion_config(FunctionName=runner, RecursiveLoop=told)
-            # the function's setting as it is when a batch comes (PutFunctionRecursionConfig changes it)
-            self._recursive_loop[queue] = functools.partial(recursion_setting, runner, ACCOUNT_ID, self.region)
+        self._recursive_loop.update(deployed.recursive_loop)
 
     def client(self, service: str) -> Any:
         """A boto3 client for the emulated AWS (one per service)."""
@@ -258,8 +226,12 @@ class LocalStack:
         return self.wiring.records
 
     def dedup_store(self) -> DedupStore:
-        """A records store on the local table, with its own root cache (one per "container")."""
+        """A de-duplication store on the local table, with its own root cache (one per "container")."""
         return self.wiring.store()
+
+    def journal(self) -> AttemptJournal:
+        """The runners' journal of attempts on the local table (failure records, final attempts)."""
+        return self.wiring.journal()
 
     @functools.cached_property
     def push_endpoint(self) -> PushEndpoint:
@@ -291,13 +263,8 @@ class LocalStack:
         return self.queue_urls[self.declaration.dlq_name(queue) if dlq else self.declaration.queue_name(queue)]
 
     def _wire_runners(self) -> None:
-        import random
+        from jobkit.local.functions import RunnerFunctions
 
-        from jobkit.metrics import EmfMetrics
-
-        sinks: list[Any] = [self.results, *self._sinks]
-        if self._emf_stream is not None:
-            sinks.append(EmfMetrics(self.declaration.namespace, self._emf_stream))
         if self._publish_metrics:
             self.metrics_publisher = MetricsPublisher(
                 self.client("cloudwatch"),
@@ -307,144 +274,29 @@ class LocalStack:
                 account_id=ACCOUNT_ID,
                 region=self.region,
             )
+        sinks = [self.results, *self._sinks]
+        if self._emf_stream is not None:
+            from jobkit.metrics import EmfMetrics
+
+            sinks.append(EmfMetrics(self.declaration.namespace, self._emf_stream))
+        if self.metrics_publisher is not None:
             sinks.append(self.metrics_publisher)
-        metrics = Tee(*sinks)
-
-        for queue, config in self.declaration.queues.items():
-            # Each runner knows only its queue's types and those they push, as deployed.
-            def container(queue: str = queue) -> Runner:
-                rng = random.Random(self._seed)
-                return self.wiring.runner(queue, metrics=metrics, registry=self._registry, rng=rng)
-
-            containers = Containers(container)
-            self.runners[queue] = containers.first
-            name = self.declaration.queue_name(queue)
-            self.mappings[queue] = EventSourceMapping(
-                self.sqs,
+        functions = RunnerFunctions(self.wiring, self.sqs, self.region, self.clock, sinks)
+        for queue in self.declaration.queues:
+            self.runners[queue], self.mappings[queue] = functions.deploy(
+                queue,
                 self.queue_url(queue),
                 self.queue_arn(queue),
-                containers.handle,
-                batch_size=config.batch_size,
-                function_name=self.declaration.names.runner(queue),
-                timeout_s=config.timeout_s,
-                memory_mb=config.memory_mb,
-                clock=self.clock,
-                region=self.region,
-                receivable=functools.partial(self._receivable, name),
-                recursion=RecursionGuard(
-                    self.declaration.names.runner(queue), self._recursive_loop.get(queue, RUNNER_RECURSIVE_LOOP)
-                ),
+                receivable=functools.partial(self._receivable, self.declaration.queue_name(queue)),
+                recursive_loop=self._recursive_loop.get(queue, RUNNER_RECURSIVE_LOOP),
+                registry=self._registry,
+                seed=self._seed,
             )
 
     def _send_scheduled(self, job_type: str, body: str) -> None:
         """A schedule's firing, sent as EventBridge Scheduler sends it: the body alone."""
         queue = self.declaration.types[job_type].queue
         self.sqs.send_message(QueueUrl=self.queue_url(queue), MessageBody=body)
-
-    def _receivable(self, name: str) -> bool:
-        return has_receivable(ACCOUNT_ID, self.region, name, self.clock.now())
-
-    # -- running -------------------------------------------------------------------
-
-    def poll_once(self) -> int:
-        """One round of polling; returns the number of records delivered.
-
-        Each queue gets up to its ``max_concurrency`` batches per round, taken
-        in turns, so a queue with more concurrency (enotifNotify's 20 against
-        the default 8) gets through its messages faster while a backlog drains
-        elsewhere: the nearest a single process comes to Lambda running each
-        queue's batches in parallel. Queues with nothing to receive are skipped
-        without a request, as Lambda's long polling costs no time either.
-        With ``publish_metrics``, a round publishes them when they are due.
-        """
-        if self.metrics_publisher is not None:
-            self.metrics_publisher.tick()
-        if self.scheduler is not None:
-            self.scheduler.fire_due(self.clock.now())
-        delivered = 0
-        concurrency = {queue: config.max_concurrency for queue, config in self.declaration.queues.items()}
-        for slot in range(max(concurrency.values(), default=0)):
-            for queue, mapping in self.mappings.items():
-                if slot < concurrency[queue]:
-                    delivered += mapping.poll()  # a queue with nothing to receive costs no request
-        return delivered
-
-    def drain(
-        self,
-        *,
-        until: float | None = None,
-        max_polls: int = 1_000_000,
-        on_poll: Callable[[int], None] | None = None,
-        parallel: bool = False,
-        timeout_s: float | None = None,
-    ) -> int:
-        """Run jobs until every queue is empty, or until the clock reaches ``until``.
-
-        Idle waits (backoffs, delays) are skipped on a virtual clock and slept
-        through on a real one. ``on_poll`` gets the running count of delivered
-        records after every round (for progress displays). Returns the number
-        of records delivered.
-
-        With ``parallel``, each queue runs up to its ``max_concurrency`` batches
-        at once in virtual time, as on Lambda (see :mod:`jobkit.local.fleet`);
-        that needs a frozen :class:`VirtualClock`.
-
-        Raises:
-            RuntimeError: after ``max_polls`` rounds, or ``timeout_s`` real
-                seconds, with jobs still queued.
-        """
-        if parallel:
-            return self._fleet().run(until, on_poll)
-        delivered = 0
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        for _ in range(max_polls):
-            if deadline is not None and time.monotonic() > deadline:
-                raise RuntimeError(f"drain did not finish within {timeout_s} s ({delivered} records delivered)")
-            if until is not None and self.clock.now() >= until:
-                break
-            batch = self.poll_once()
-            delivered += batch
-            if on_poll is not None:
-                on_poll(delivered)
-            if batch:
-                continue
-            wake = self.next_wakeup()
-            if until is not None and self.scheduler is not None:  # schedules fire forever: only up to `until`
-                due = self.scheduler.next_due()
-                wake = due if wake is None or (due is not None and due < wake) else wake
-            if wake is None or (until is not None and wake > until):
-                break
-            self._wait_until(wake)
-        else:
-            raise RuntimeError(f"drain did not finish within {max_polls} polls")
-        if until is not None and isinstance(self.clock, VirtualClock):
-            self.clock.advance_to(until)
-        return delivered
-
-    def _fleet(self) -> Fleet:
-        clock = self.clock
-        if not isinstance(clock, VirtualClock) or clock.flowing:
-            raise ValueError("a parallel drain needs a frozen VirtualClock")
-        return Fleet(
-            clock,
-            self.mappings,
-            {queue: config.max_concurrency for queue, config in self.declaration.queues.items()},
-            lambda queue: self._receivable(self.declaration.queue_name(queue)),
-            self.next_wakeup,
-        )
-
-    def _wait_until(self, when: float) -> None:
-        # moto compares "now > visible_at" strictly, in milliseconds.
-        target = when + 0.002
-        if isinstance(self.clock, VirtualClock):
-            self.clock.advance_to(target)
-        else:
-            time.sleep(max(0.0, target - self.clock.now()))
-
-    def next_wakeup(self) -> float | None:
-        """When the next hidden or delayed message in a jobkit queue becomes visible."""
-        names = [self.declaration.queue_name(queue) for queue in self.declaration.queues]
-        return next_visible_at(ACCOUNT_ID, self.region, names, self.clock.now())
 
     # -- looking ---------------------------------------------------------------------
 

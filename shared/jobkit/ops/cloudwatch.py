@@ -10,7 +10,7 @@ The local stack (``jobkit local up``) puts the same metrics into its emulated
 CloudWatch, as SQS and CloudWatch Logs would on AWS
 (:class:`jobkit.local.results.MetricsPublisher`), so these queries read it as
 they read AWS. moto's CloudWatch differs from AWS's in ways listed in
-:mod:`jobkit.local.moto_time`: percentiles are nearest-rank (AWS's are
+:mod:`jobkit.local.moto_patches`: percentiles are nearest-rank (AWS's are
 approximate), periods are cut from ``StartTime`` to the second (AWS rounds a
 recent one down to the minute).
 """

@@ -36,7 +36,7 @@ from jobkit.ops.verdict import (
     poison,
     unknown,
 )
-from jobkit.records import DedupUnavailable, FailureRecord, FinalAttempt
+from jobkit.records import FailureRecord, FinalAttempt, TableUnavailable
 from jobkit.spec import JobSpecification
 from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
 
@@ -304,7 +304,7 @@ def _from_records(
         return unknown("the jobs table was not read"), (), None
     try:
         runs = records.runs(spec.type, spec.id, limit, spec.domain).get(spec.domain)
-    except DedupUnavailable as exc:  # the dead letter is still worth showing (no dynamodb:Query, say)
+    except TableUnavailable as exc:  # the dead letter is still worth showing (no dynamodb:Query, say)
         log.warning("could not read the records of %s: %s", spec.id, exc)
         return unknown(f"could not read the jobs table: {exc}"), (), None
     failures = tuple(f for f in runs.failures if f.at >= since) if runs is not None else ()

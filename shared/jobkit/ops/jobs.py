@@ -111,7 +111,7 @@ def job_report(
 
     Raises:
         UnknownJobType: ``job_type`` is not declared.
-        DedupUnavailable: the table could not be read.
+        TableUnavailable: the table could not be read.
     """
     types = [declaration.job_type(job_type).name] if job_type is not None else sorted(declaration.types)
     matches: list[JobMatch] = []

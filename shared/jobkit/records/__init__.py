@@ -48,8 +48,13 @@ ANY_DOMAIN: Final = _AnyDomain.ANY
 DomainFilter = str | None | Literal[_AnyDomain.ANY]
 
 
-class DedupUnavailable(JobKitError):
+class TableUnavailable(JobKitError):
     """The jobs table could not be reached, was throttled, or refused the request."""
+
+
+#: ``TableUnavailable``'s name in 0.2 (every kind of record raises it, not only
+#: de-duplication's). Kept for the next release, and removed in the one after.
+DedupUnavailable = TableUnavailable
 
 
 @dataclass(frozen=True)

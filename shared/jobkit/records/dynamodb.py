@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobkit.records import DedupUnavailable
+from jobkit.records import TableUnavailable
 from jobkit.records.store import Records
 from jobkit.records.table import (
     Absent,
@@ -151,11 +151,11 @@ class DynamoDBTable:
             if code == "ConditionalCheckFailedException":
                 raw = exc.response.get("Item")
                 raise ConditionFailed(_item(raw) if raw else None) from None
-            raise DedupUnavailable(f"DynamoDB {operation} failed: {code}: {exc}") from exc
+            raise TableUnavailable(f"DynamoDB {operation} failed: {code}: {exc}") from exc
         except BotoCoreError as exc:
-            raise DedupUnavailable(f"DynamoDB {operation} failed: {exc}") from exc
+            raise TableUnavailable(f"DynamoDB {operation} failed: {exc}") from exc
         except (ValueError, TypeError) as exc:  # a request botocore could not serialise (say, a lone surrogate)
-            raise DedupUnavailable(f"DynamoDB {operation} could not be sent: {exc}") from exc
+            raise TableUnavailable(f"DynamoDB {operation} could not be sent: {exc}") from exc
 
     def _connect(self) -> DynamoDBClient:
         with self._lock:

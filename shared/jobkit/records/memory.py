@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 
-from jobkit.records import DedupUnavailable
+from jobkit.records import TableUnavailable
 from jobkit.records.store import Records
 from jobkit.records.table import Condition, ConditionFailed, Item, Key, Value
 
@@ -58,7 +58,7 @@ class MemoryTable:
             for name, amount in (add or {}).items():
                 current = updated.get(name)
                 if current is not None and (not isinstance(current, int | float) or isinstance(current, bool)):
-                    raise DedupUnavailable(f"cannot add to {name!r}: it holds {type(current).__name__}")
+                    raise TableUnavailable(f"cannot add to {name!r}: it holds {type(current).__name__}")
                 updated[name] = (current or 0) + amount
             for name in remove:
                 updated.pop(name, None)

@@ -10,6 +10,8 @@ so admission never needs a second read.
 from __future__ import annotations
 
 from contextlib import suppress
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from jobkit.records import (
     ANY_DOMAIN,
@@ -35,10 +37,15 @@ from jobkit.records.keys import (
 )
 from jobkit.records.table import Absent, AtMost, Below, ConditionFailed, Equals, Item, Key, Table
 
+if TYPE_CHECKING:
+    from jobkit.records.debounce_windows import DebounceWindows
+    from jobkit.records.leases import Leases
+    from jobkit.records.token_buckets import TokenBuckets
+
 
 class Records:
     """The jobs table's records over one :class:`~jobkit.records.table.Table`.
-    Every method may raise :class:`~jobkit.records.DedupUnavailable`."""
+    Every method may raise :class:`~jobkit.records.TableUnavailable`."""
 
     def __init__(self, table: Table) -> None:
         self.table = table
@@ -274,6 +281,43 @@ class Records:
             )
             for sort_key, item in self.table.query(partition_key(job_type, Kind.STATUS, job_id), consistent=True)
         ]
+
+    # -- flow control: a kind a module, made on first use (a runner whose types declare none never imports them)
+
+    @cached_property
+    def leases(self) -> Leases:
+        """Concurrency leases (:mod:`jobkit.records.leases`)."""
+        from jobkit.records.leases import Leases
+
+        return Leases(self.table)
+
+    @cached_property
+    def token_buckets(self) -> TokenBuckets:
+        """Rate limits' token buckets (:mod:`jobkit.records.token_buckets`)."""
+        from jobkit.records.token_buckets import TokenBuckets
+
+        return TokenBuckets(self.table)
+
+    @cached_property
+    def debounce_windows(self) -> DebounceWindows:
+        """Debounce windows (:mod:`jobkit.records.debounce_windows`)."""
+        from jobkit.records.debounce_windows import DebounceWindows
+
+        return DebounceWindows(self.table)
+
+    # -- removal ---------------------------------------------------------------------------
+
+    def delete_job_records(self, job_type: str, job_id: str, *, dedup_hash: str | None = None) -> None:
+        """Delete a job ID's status and run (failure, final attempt) records in
+        every domain and, given its hash, its duplicate claim: what ``jobkit
+        verify`` leaves of a canary. Never used on a user's job, whose records
+        expire by their TTL."""
+        partitions = [partition_key(job_type, kind, job_id) for kind in (Kind.STATUS, Kind.RUNS)]
+        if dedup_hash is not None:
+            partitions.append(partition_key(job_type, Kind.DUPLICATE, dedup_hash))
+        for partition in partitions:
+            for sort_key, _ in list(self.table.query(partition)):
+                self.table.delete((partition, sort_key))
 
 
 def _duplicate_key(job_type: str, key: str) -> Key:

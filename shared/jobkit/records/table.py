@@ -115,7 +115,7 @@ class ConditionFailed(Exception):
 
 class Table(Protocol):
     """One table of items. Every primitive may raise
-    :class:`~jobkit.records.DedupUnavailable` when the store cannot be reached."""
+    :class:`~jobkit.records.TableUnavailable` when the store cannot be reached."""
 
     def get(self, key: Key) -> Item | None:
         """The item at ``key`` (a strongly consistent read), or ``None``."""

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobkit.dedup import DedupStore
 from jobkit.errors import JobFailed
+from jobkit.journal import AttemptJournal
 from jobkit.records import TIMED_OUT, FinalAttempt
 from jobkit.runner.delivery import Delivery
 from jobkit.sqs import DEFERRED_ATTRIBUTE
@@ -37,10 +37,10 @@ class LastAttempt:
 
 
 class Attempts:
-    """Attempt accounting over the records store (none: every count starts at the receive count)."""
+    """Attempt accounting over the attempt journal (none: every count starts at the receive count)."""
 
-    def __init__(self, store: DedupStore | None) -> None:
-        self._store = store
+    def __init__(self, journal: AttemptJournal | None) -> None:
+        self._journal = journal
 
     def before(self, record: Mapping[str, Any], job_type: str) -> tuple[int, bool]:
         """Attempts used by the messages this one was re-enqueued from, and
@@ -48,34 +48,34 @@ class Attempts:
         # Only a message the runner re-enqueued has earlier attempts, and only the
         # jobs table knows how many: the attribute just says where to look, and a
         # record is kept under the message's own ID, which a redrive does not keep.
-        if self._store is None or DEFERRED_ATTRIBUTE not in (record.get("messageAttributes") or {}):
+        if self._journal is None or DEFERRED_ATTRIBUTE not in (record.get("messageAttributes") or {}):
             return 0, False
-        return self._store.deferred(job_type, record["messageId"])
+        return self._journal.deferred(job_type, record["messageId"])
 
     def started(self, delivery: Delivery, started: float) -> FinalAttempt | None:
         """An attempt starts: if it is the type's last, record that (and on which
         message). Earlier attempts cost no request."""
-        if self._store is None or delivery.attempt < delivery.job_type.max_attempts:
+        if self._journal is None or delivery.attempt < delivery.job_type.max_attempts:
             return None
         final = FinalAttempt(
             delivery.ref, delivery.attempt, delivery.message_id, started, correlation_id=delivery.correlation_id
         )
-        self._store.record_final(final)
+        self._journal.record_final(final)
         return final
 
     def succeeded(self, final: FinalAttempt, finished: float) -> None:
         """The last attempt succeeded: a lost delete will not read as a failure."""
-        if self._store is not None:
-            self._store.record_final(replace(final, succeeded_at=finished))
+        if self._journal is not None:
+            self._journal.record_final(replace(final, succeeded_at=finished))
 
     def last(self, delivery: Delivery) -> LastAttempt | None:
         """What became of this message's final attempt, or None if none is
         recorded (the receives went to batches that died before reaching it, or
         the table cannot say): then this receive is the final attempt."""
-        if self._store is None:
+        if self._journal is None:
             return None
         try:
-            runs = self._store.runs(delivery.ref)
+            runs = self._journal.runs(delivery.ref)
         except Exception as exc:  # fail-open: one more attempt rather than a guessed reason
             log.warning("could not read the final attempt of %s: %s", delivery.spec.id, exc, extra=delivery.keys)
             return None

@@ -25,9 +25,9 @@ from typing import Any
 from jobkit.clock import Clock
 from jobkit.config import QueueConfig
 from jobkit.correlation import correlation_of
-from jobkit.dedup import DedupStore
 from jobkit.errors import NonRetryableError
 from jobkit.job import Job
+from jobkit.journal import AttemptJournal
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.records import FailureRecord
 from jobkit.runner.backoff import retry_delay_s
@@ -47,17 +47,17 @@ class Failures:
     Args:
         queue: the queue served (its types, and its last receive).
         queues: SQS operations.
-        store: the records store, if any.
+        journal: the attempt journal, if any.
         clock: the time source.
         rng: randomness for backoff jitter.
     """
 
     def __init__(
-        self, queue: QueueConfig, queues: QueuePort, store: DedupStore | None, clock: Clock, rng: random.Random
+        self, queue: QueueConfig, queues: QueuePort, journal: AttemptJournal | None, clock: Clock, rng: random.Random
     ) -> None:
         self._queue = queue
         self._queues = queues
-        self._store = store
+        self._journal = journal
         self._clock = clock
         self.rng = rng
 
@@ -141,11 +141,11 @@ class Failures:
         correlation_id = None
         if spec is not None:  # parsed, but its params or class did not fit
             correlation_id = correlation_of(string_attribute_of(record, CORRELATION_ATTRIBUTE), spec.id)
-        if spec is not None and self._store is not None:
+        if spec is not None and self._journal is not None:
             failure = FailureRecord(
                 spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, message, ""
             )
-            self._store.record_failure(replace(failure, dead_letter_reason="poison", correlation_id=correlation_id))
+            self._journal.record_failure(replace(failure, dead_letter_reason="poison", correlation_id=correlation_id))
         reason = DeadLetterReason("poison", type(error).__name__, message, received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
         return RecordResult(
@@ -177,7 +177,7 @@ class Failures:
     def _record(
         self, delivery: Delivery, error: BaseException, message: str, reason: str | None, *, ran: bool = True
     ) -> bool:
-        if self._store is None:
+        if self._journal is None:
             return True
         spec = delivery.spec
         record = FailureRecord(
@@ -193,7 +193,7 @@ class Failures:
             correlation_id=delivery.correlation_id,
             ran=ran,
         )
-        return self._store.record_failure(record)
+        return self._journal.record_failure(record)
 
     def _copy_to_dlq(self, record: Mapping[str, Any], reason: DeadLetterReason, keys: dict[str, Any]) -> bool:
         try:

@@ -25,6 +25,7 @@ from jobkit.config import Declaration, JobType
 from jobkit.correlation import correlation_scope
 from jobkit.dedup import DedupStore
 from jobkit.errors import JobClassError, JobFailed, SpecError, UnknownJobType
+from jobkit.journal import AttemptJournal
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.params_schema import InvalidParams
 from jobkit.runner.attempts import Attempts
@@ -42,13 +43,14 @@ from jobkit.runner.failures import Failures, is_permanent
 from jobkit.runner.log_level import running
 from jobkit.runner.registry import JobRegistry
 from jobkit.runner.requeue import Requeue
-from jobkit.runner.stage import JOB_ERRORS, LATER, Run, Stage, hooks
+from jobkit.runner.stage import JOB_ERRORS, LATER, Hooks, Run, Stage, overrides
 from jobkit.runner.stages import StageKit, standard_stages
 from jobkit.spec import JobSpecification
 from jobkit.sqs.first_seen import enqueued_at, first_seen_at, pushed_at
 
 if TYPE_CHECKING:
     from jobkit.job import QueueGroup
+    from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +62,10 @@ class Runner:
         declaration: the job types this runner knows: its queue's, and those its jobs push.
         queue: the declared queue it serves; a message of any other type is poison.
         queues: SQS operations (backoff, dead-lettering, re-enqueueing).
-        dedup: the dedup store; without one, jobs run without de-duplication
-            and no records are written.
+        records: the jobs table; without it, jobs run without
+            de-duplication, flow control or status, and no record is written.
+        dedup: admission over ``records`` (default: a store of its own, with
+            a root cache of its own).
         group_factory: makes the push SDK that jobs use to push more jobs, per domain.
         metrics: receives one :class:`RecordResult` per record; flushed per batch.
         clock: the time source (tests and the local stack move it).
@@ -76,6 +80,7 @@ class Runner:
         *,
         queue: str,
         queues: QueuePort,
+        records: Records | None = None,
         dedup: DedupStore | None = None,
         group_factory: Callable[[str | None], QueueGroup] | None = None,
         metrics: MetricsPort | None = None,
@@ -88,16 +93,21 @@ class Runner:
         self.queue = declaration.queues[queue]
         self._clock = clock or SystemClock()
         self._registry = registry or JobRegistry(declaration)
-        self._attempts = Attempts(dedup)
-        self._failures = Failures(self.queue, queues, dedup, self._clock, rng or random.Random())
+        if dedup is not None and records is None:
+            raise TypeError("Runner: dedup needs the records it admits over (records=)")
+        if records is not None and dedup is None:
+            dedup = DedupStore(records, clock=self._clock)
+        journal = AttemptJournal(records, clock=self._clock) if records is not None else None
+        self._attempts = Attempts(journal)
+        self._failures = Failures(self.queue, queues, journal, self._clock, rng or random.Random())
         self._canary = canary_type(self.queue)
         self._budget = TimeBudget()  # the container's: what its jobs took, to keep a batch in its timeout
-        self._hand_back = Requeue(queues, dedup, self._failures)
+        self._hand_back = Requeue(queues, journal, self._failures)
         self._ran_in_batch = self._handing_back = False
         job_types = tuple(declaration.types[name] for name in self.queue.types)
-        kit = StageKit(self.queue, queues, self._clock, dedup, metrics, group_factory, job_types)
+        kit = StageKit(self.queue, queues, self._clock, records, dedup, journal, metrics, group_factory, job_types)
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
-        self._hooks = _Hooks(self.stages)
+        self._hooks = Hooks(self.stages)
 
     @property
     def _rng(self) -> random.Random:
@@ -112,7 +122,7 @@ class Runner:
     def process(self, event: Mapping[str, Any], context: LambdaContext | None = None) -> list[RecordResult]:
         """Handle every record of an SQS event and return what happened to each."""
         records = event.get("Records") if isinstance(event, Mapping) else None
-        self._hooks = _Hooks(self.stages)  # each batch: a test or an app may have changed the stages
+        self._hooks = Hooks(self.stages)  # each batch: a test or an app may have changed the stages
         self._ran_in_batch = self._handing_back = False
         for hook in self._hooks.begin_batch:
             self._call(hook)
@@ -155,7 +165,7 @@ class Runner:
             waiting = [e for e in entries if e.delivery is not None and e.result is None and e.resume_at is None]
             if not waiting:
                 return
-            if not _overrides(stage, "admit_batch"):
+            if not overrides(stage, "admit_batch"):
                 for entry in waiting:
                     assert entry.delivery is not None
                     try:
@@ -346,18 +356,6 @@ class Runner:
             log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))
 
 
-class _Hooks:
-    """The stages' hooks, in the order the runner calls them: the defined ones only."""
-
-    def __init__(self, stages: list[Stage]) -> None:
-        self.begin_batch = hooks(stages, "begin_batch")
-        self.admitters = [s for s in stages if _overrides(s, "admit") or _overrides(s, "admit_batch")]
-        self.start = hooks(stages, "start")
-        self.finish = hooks(stages, "finish", reverse=True)
-        self.settle = hooks(stages, "settle", reverse=True)
-        self.end_batch = hooks(stages, "end_batch", reverse=True)
-
-
 def roots_first(entries: Sequence[_Entry]) -> list[int]:
     """The order a batch's jobs run in: the batch's own, except that the jobs
     with one root signature (type, domain and signature) run together, where the
@@ -383,10 +381,6 @@ def roots_first(entries: Sequence[_Entry]) -> list[int]:
         timestamp = spec.root_job_timestamp or 0.0
         keys.append((first.setdefault(key, index), 0 if spec.is_root_job() else 1, -timestamp, index))
     return [key[3] for key in sorted(keys)]
-
-
-def _overrides(stage: Stage, hook: str) -> bool:
-    return getattr(type(stage), hook) is not getattr(Stage, hook)
 
 
 @dataclass(eq=False)

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from jobkit.dedup import DedupStore
+from jobkit.journal import AttemptJournal
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.runner.delivery import Delivery, QueuePort, string_attribute_of
 from jobkit.runner.failures import Failures
@@ -31,13 +31,13 @@ class Requeue:
 
     Args:
         queues: SQS operations.
-        dedup: the records store (none: attempt counts start again).
+        journal: the attempt journal (none: attempt counts start again).
         failures: what a failed send becomes.
     """
 
-    def __init__(self, queues: QueuePort, dedup: DedupStore | None, failures: Failures) -> None:
+    def __init__(self, queues: QueuePort, journal: AttemptJournal | None, failures: Failures) -> None:
         self._queues = queues
-        self._dedup = dedup
+        self._journal = journal
         self._failures = failures
 
     def __call__(
@@ -78,9 +78,9 @@ class Requeue:
         registration = delivery.debounce_registration or string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE)
         if DEBOUNCE_ATTRIBUTE not in attributes and registration:
             attributes[DEBOUNCE_ATTRIBUTE] = string_attribute(registration)
-        if (used or recounted) and self._dedup is not None:
+        if (used or recounted) and self._journal is not None:
             attributes[DEFERRED_ATTRIBUTE] = string_attribute("1")
         message_id = self._queues.requeue(delivery.record, delay_s, attributes)
-        if DEFERRED_ATTRIBUTE in attributes and self._dedup is not None:
-            self._dedup.record_deferral(delivery.spec.type, message_id, used, recounted=recounted)
+        if DEFERRED_ATTRIBUTE in attributes and self._journal is not None:
+            self._journal.record_deferral(delivery.spec.type, message_id, used, recounted=recounted)
         return message_id

@@ -127,5 +127,22 @@ class Stage:
 def hooks(stages: list[Stage], name: str, *, reverse: bool = False) -> list[Callable[..., Any]]:
     """The ``name`` hooks of the stages that define one, in stage order (or the
     reverse): a stage that keeps the base class's no-op costs nothing per job."""
-    found = [getattr(stage, name) for stage in stages if getattr(type(stage), name) is not getattr(Stage, name)]
+    found = [getattr(stage, name) for stage in stages if overrides(stage, name)]
     return found[::-1] if reverse else found
+
+
+def overrides(stage: Stage, hook: str) -> bool:
+    """Whether the stage defines ``hook`` (not the base class's no-op)."""
+    return getattr(type(stage), hook) is not getattr(Stage, hook)
+
+
+class Hooks:
+    """The stages' hooks, in the order the runner calls them: the defined ones only."""
+
+    def __init__(self, stages: list[Stage]) -> None:
+        self.begin_batch = hooks(stages, "begin_batch")
+        self.admitters = [s for s in stages if overrides(s, "admit") or overrides(s, "admit_batch")]
+        self.start = hooks(stages, "start")
+        self.finish = hooks(stages, "finish", reverse=True)
+        self.settle = hooks(stages, "settle", reverse=True)
+        self.end_batch = hooks(stages, "end_batch", reverse=True)

@@ -18,7 +18,6 @@ from jobkit.config import Declaration, QueueConfig
 from jobkit.ops.verify.check import Check, Clients, VerifyRefused, call
 from jobkit.ops.verify.wiring import WiringChecks
 from jobkit.records import JobState, JobStatus
-from jobkit.records.keys import Kind, partition_key
 from jobkit.resources import CANARY_TYPE, RUNNER_RECURSIVE_LOOP
 from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
@@ -303,14 +302,9 @@ class Verify:
 
     def _delete_records(self, canary: _Canary) -> None:
         """The canary's status and failure records, and its duplicate claim."""
-        table = self._clients.table
-        partitions = [partition_key(CANARY_TYPE, kind, canary.id) for kind in (Kind.STATUS, Kind.RUNS)]
-        if canary.check == "runs":
-            partitions.append(partition_key(CANARY_TYPE, Kind.DUPLICATE, canary.spec.dedup_hash()))
-        for partition in partitions:
-            with contextlib.suppress(Exception):  # records expire by themselves (TTL)
-                for sort_key, _ in list(table.query(partition)):
-                    table.delete((partition, sort_key))
+        dedup_hash = canary.spec.dedup_hash() if canary.check == "runs" else None
+        with contextlib.suppress(Exception):  # records expire by themselves (TTL)
+            self._clients.records.delete_job_records(CANARY_TYPE, canary.id, dedup_hash=dedup_hash)
 
     # -- plumbing ------------------------------------------------------------------------------
 

@@ -32,7 +32,6 @@ class Clients:
     sqs: Any
     lambda_: Any
     cloudwatch: Any
-    table: Any  # jobkit.records.table.Table
     records: Any  # jobkit.records.store.Records
 
 

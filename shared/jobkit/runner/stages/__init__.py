@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from jobkit.clock import Clock
 from jobkit.config import JobType, QueueConfig
 from jobkit.dedup import DedupStore
+from jobkit.journal import AttemptJournal
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import MetricsPort, QueuePort
 from jobkit.runner.failures import Failures
@@ -31,16 +32,21 @@ from jobkit.runner.stages.watchdog import DeadlineWatchdog, Watchdog
 
 if TYPE_CHECKING:
     from jobkit.job import QueueGroup
+    from jobkit.records.store import Records
 
 
 @dataclass(frozen=True)
 class StageKit:
-    """What the stages are built from: the runner's collaborators."""
+    """What the stages are built from: the runner's collaborators. Without
+    ``records`` (the jobs table), jobs run without de-duplication, flow
+    control or status, and no record is written."""
 
     queue: QueueConfig
     queues: QueuePort
     clock: Clock
+    records: Records | None = None
     dedup: DedupStore | None = None
+    journal: AttemptJournal | None = None
     metrics: MetricsPort | None = None
     group_factory: Callable[[str | None], QueueGroup] | None = None
     job_types: tuple[JobType, ...] = ()  # the queue's types, for the stages their options call for
@@ -49,48 +55,50 @@ class StageKit:
 def standard_stages(kit: StageKit, failures: Failures) -> list[Stage]:
     """The stages of a runner, in the order they admit a job (and the reverse
     of the order they settle it)."""
-    requeue = Requeue(kit.queues, kit.dedup, failures)
-    attempts = Attempts(kit.dedup)
+    requeue = Requeue(kit.queues, kit.journal, failures)
+    attempts = Attempts(kit.journal)
     stages: list[Stage] = []
     if kit.metrics is not None:
         stages.append(Metrics(kit.metrics))  # first to admit, so the last to settle: it sees the final result
     stages += [
         DelayHop(kit.clock, requeue),
         PastLastAttempt(attempts, failures),
-        Status(kit.dedup.backend if kit.dedup else None, kit.clock),
+        Status(kit.records, kit.clock),
         JobInstance(failures, kit.group_factory),
     ]
     hold = Hold(kit.clock, requeue, failures)
-    if kit.dedup is not None:
+    if kit.records is not None and kit.dedup is not None and kit.journal is not None:
         # Flow control before de-duplication: a job that debounce skips, or a limit
         # holds back, has taken no claim and advanced no root that would skip others.
         # (imported only by a runner whose types declare them: a cold start pays for what it uses)
-        table, parallel = kit.dedup.backend.table, kit.dedup.parallel
+        records, parallel = kit.records, kit.dedup.parallel
         if any(t.debounce is not None for t in kit.job_types):
-            from jobkit.flow.debounce import DebounceWindows
             from jobkit.runner.stages.debounce import DebounceStage
 
-            windows = DebounceWindows(table)
             stages.append(
                 DebounceStage(
-                    windows, kit.clock, requeue, hold, parallel, kit.dedup.superseded, kit.dedup.already_delivered
+                    records.debounce_windows,
+                    kit.clock,
+                    requeue,
+                    hold,
+                    parallel,
+                    kit.dedup.superseded,
+                    kit.dedup.already_delivered,
                 )
             )
         if any(t.concurrency is not None for t in kit.job_types):
-            from jobkit.flow.leases import Leases
             from jobkit.runner.stages.concurrency import Concurrency
 
-            stages.append(Concurrency(Leases(table), kit.clock, hold, parallel))
+            stages.append(Concurrency(records.leases, kit.clock, hold, parallel))
         if any(t.rate_limit is not None for t in kit.job_types):
-            from jobkit.flow.tokens import TokenBuckets
             from jobkit.runner.stages.rate_limit import RateLimited
 
-            stages.append(RateLimited(TokenBuckets(table), kit.clock, hold, parallel))
+            stages.append(RateLimited(records.token_buckets, kit.clock, hold, parallel))
         # After flow control (a recounted copy keeps the debounce window its job holds, and
         # gives back its lease), before de-duplication: a recounted job claims nothing
-        stages.append(Recount(kit.dedup, requeue))
+        stages.append(Recount(kit.journal, requeue))
         stages.append(Dedup(kit.dedup, kit.clock, requeue, failures))
-    record_failure = kit.dedup.record_failure if kit.dedup is not None else _no_record
+    record_failure = kit.journal.record_failure if kit.journal is not None else _no_record
     stages += [
         FinalAttempt(attempts),
         Watchdog(DeadlineWatchdog(kit.clock, record_failure), kit.queue.timeout_s),

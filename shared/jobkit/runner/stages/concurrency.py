@@ -1,5 +1,5 @@
 """Keyed concurrency limits: at most N jobs with the same key run at once,
-across all containers (:mod:`jobkit.flow.leases`).
+across all containers (:mod:`jobkit.records.leases`).
 
 The batch takes one lease per key before its first job runs, all keys at
 once, and gives each back as soon as the last of its jobs in the batch has
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
 from jobkit.config import JobType
-from jobkit.flow.leases import Full, Lease, Leases
 from jobkit.outcome import RecordResult
 from jobkit.parallel import Parallel
-from jobkit.records import DedupUnavailable
+from jobkit.records import TableUnavailable
+from jobkit.records.leases import Full, Lease, Leases
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.hold import Hold
 from jobkit.runner.keyed import Group, Keyed, by_group, group_of
@@ -61,7 +61,7 @@ class Concurrency(Stage):
             return None
         return self._answer(delivery, group, None if group in self._held else self._acquire(delivery))
 
-    def _acquire(self, delivery: Delivery) -> Lease | Full | DedupUnavailable:
+    def _acquire(self, delivery: Delivery) -> Lease | Full | TableUnavailable:
         limit = delivery.job_type.concurrency
         assert limit is not None
         now = self._clock.now()
@@ -70,11 +70,11 @@ class Concurrency(Stage):
             return self._leases.acquire(
                 delivery.spec.type, limit.key.value(delivery.spec), limit.limit, now=now, until=until
             )
-        except DedupUnavailable as exc:
+        except TableUnavailable as exc:
             return exc
 
     def _answer(
-        self, delivery: Delivery, group: Group, taken: Lease | Full | DedupUnavailable | None
+        self, delivery: Delivery, group: Group, taken: Lease | Full | TableUnavailable | None
     ) -> RecordResult | None:
         limit = delivery.job_type.concurrency
         assert limit is not None

@@ -1,6 +1,6 @@
 """Debounce: of the jobs of one type, domain and key pushed within the wait,
 the latest runs and the earlier ones are acknowledged as ``debounced``
-(:mod:`jobkit.flow.debounce`).
+(:mod:`jobkit.records.debounce_windows`).
 
 On its first delivery a job registers as its window's latest and is sent
 again after the wait, as a delay hop (not an attempt), carrying the debounce
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 from jobkit.clock import Clock
 from jobkit.dedup import SUPERSEDED_REASON, Admission, Verdict
-from jobkit.flow.debounce import Debounced, DebounceWindows, Registered, job_ref
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.parallel import Parallel
-from jobkit.records import DedupUnavailable
+from jobkit.records import TableUnavailable
+from jobkit.records.debounce_windows import Debounced, DebounceWindows, Registered, job_ref
 from jobkit.runner.delivery import Delivery, string_attribute_of
 from jobkit.runner.hold import Hold
 from jobkit.runner.requeue import Requeue
@@ -47,10 +47,10 @@ from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
 log = logging.getLogger(__name__)
 
 #: Whether a newer root than a job's own is recorded (a read, never a write);
-#: raises :class:`DedupUnavailable` when the table cannot say.
+#: raises :class:`TableUnavailable` when the table cannot say.
 RootCheck = Callable[[JobSpecification], bool]
 #: For a deliver_once job: the skip it gets because its job ID already ran, or
-#: None (a read); raises :class:`DedupUnavailable` when the table cannot say.
+#: None (a read); raises :class:`TableUnavailable` when the table cannot say.
 DeliveredCheck = Callable[[JobSpecification], Admission | None]
 
 #: (type, domain, key): one debounce window.
@@ -164,7 +164,7 @@ class DebounceStage(Stage):
         assert self._delivered is not None
         try:
             skip = self._delivered(delivery.spec)
-        except DedupUnavailable as exc:
+        except TableUnavailable as exc:
             log.warning("delivery not checked before debounce: %s", exc, extra=delivery.keys)
             return None  # the delivery claim decides, later
         if skip is None:
@@ -185,7 +185,7 @@ class DebounceStage(Stage):
     def _is_superseded(self, delivery: Delivery) -> bool:
         try:
             return self._superseded(delivery.spec)
-        except DedupUnavailable as exc:
+        except TableUnavailable as exc:
             log.warning("root not checked before debounce: %s", exc, extra=delivery.keys)
             return False
 
@@ -227,7 +227,7 @@ class DebounceStage(Stage):
                     why = f"debounce: waiting {math.ceil(wait_s)} s for later jobs with {shown}"
                     return self._requeue(delivery, math.ceil(wait_s), Outcome.DELAYED, why, attributes)
             claimed = self._windows.claim(spec.type, spec.domain, step.key, ref, token, at, now=now)
-        except DedupUnavailable as exc:
+        except TableUnavailable as exc:
             log.warning("debounce not checked: %s", exc, extra=delivery.keys)
             if debounce.if_unavailable == "run":
                 delivery.dedup_unavailable = True

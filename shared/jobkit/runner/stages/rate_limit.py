@@ -1,5 +1,5 @@
 """Keyed rate limits: at most R jobs a second with the same key start, with
-bursts of B (:mod:`jobkit.flow.tokens`).
+bursts of B (:mod:`jobkit.records.token_buckets`).
 
 The batch takes the tokens each key needs in one request per key, all keys
 at once. The jobs of a key that got fewer tokens than it has jobs run in the
@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from jobkit.clock import Clock
 from jobkit.config import JobType
 from jobkit.flow.options import RateLimit
-from jobkit.flow.tokens import Grant, TokenBuckets
 from jobkit.outcome import RecordResult
 from jobkit.parallel import Parallel
-from jobkit.records import DedupUnavailable
+from jobkit.records import TableUnavailable
+from jobkit.records.token_buckets import Grant, TokenBuckets
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.hold import Hold
 from jobkit.runner.keyed import Group, Keyed, by_group, group_of
@@ -69,18 +69,18 @@ class RateLimited(Stage):
             return None
         return self._answer(delivery, group, self._take(delivery, 1), 0)
 
-    def _take(self, delivery: Delivery, wanted: int) -> Grant | DedupUnavailable:
+    def _take(self, delivery: Delivery, wanted: int) -> Grant | TableUnavailable:
         limit = delivery.job_type.rate_limit
         assert limit is not None
         try:
             return self._buckets.take(
                 delivery.spec.type, limit.key.value(delivery.spec), limit, wanted, now=self._clock.now()
             )
-        except DedupUnavailable as exc:
+        except TableUnavailable as exc:
             return exc
 
     def _answer(
-        self, delivery: Delivery, group: Group, grant: Grant | DedupUnavailable, position: int
+        self, delivery: Delivery, group: Group, grant: Grant | TableUnavailable, position: int
     ) -> RecordResult | None:
         limit = delivery.job_type.rate_limit
         assert limit is not None

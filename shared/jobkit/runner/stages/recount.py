@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import logging
 
-from jobkit.dedup import DedupStore
+from jobkit.journal import AttemptJournal
 from jobkit.outcome import Outcome, RecordResult
-from jobkit.records import DedupUnavailable
+from jobkit.records import TableUnavailable
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage
@@ -38,8 +38,8 @@ log = logging.getLogger(__name__)
 
 
 class Recount(Stage):
-    def __init__(self, store: DedupStore, requeue: Requeue) -> None:
-        self._store = store
+    def __init__(self, journal: AttemptJournal, requeue: Requeue) -> None:
+        self._journal = journal
         self._requeue = requeue
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
@@ -47,8 +47,8 @@ class Recount(Stage):
         if delivery.attempt < max(2, delivery.job_type.max_attempts) or delivery.recounted:
             return None
         try:
-            runs = self._store.runs(delivery.ref, limit=delivery.attempt)
-        except DedupUnavailable as exc:  # then the count stands, as SQS counts it
+            runs = self._journal.runs(delivery.ref, limit=delivery.attempt)
+        except TableUnavailable as exc:  # then the count stands, as SQS counts it
             log.warning("could not recount the attempts of the job: %s", exc, extra=delivery.keys)
             return None
         ran = {failure.attempt for failure in runs.failures if failure.ran and failure.attempt < delivery.attempt}

@@ -85,7 +85,7 @@ def shown(ref: object) -> str:
 
 class DebounceWindows:
     """Debounce records in the jobs table; each step is one request. Raises
-    :class:`~jobkit.records.DedupUnavailable` when the table cannot be reached."""
+    :class:`~jobkit.records.TableUnavailable` when the table cannot be reached."""
 
     def __init__(self, table: Table) -> None:
         self._table = table

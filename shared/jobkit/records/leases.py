@@ -57,7 +57,7 @@ class Full:
 
 class Leases:
     """Concurrency leases in the jobs table; every call is one request or two,
-    and raises :class:`~jobkit.records.DedupUnavailable` when the table cannot be reached."""
+    and raises :class:`~jobkit.records.TableUnavailable` when the table cannot be reached."""
 
     def __init__(self, table: Table) -> None:
         self._table = table

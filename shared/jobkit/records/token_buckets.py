@@ -43,7 +43,7 @@ class Grant:
 class TokenBuckets:
     """Token buckets in the jobs table; a take is one request, or two when the
     first guess of the bucket's state was wrong. Raises
-    :class:`~jobkit.records.DedupUnavailable` when the table cannot be reached."""
+    :class:`~jobkit.records.TableUnavailable` when the table cannot be reached."""
 
     def __init__(self, table: Table) -> None:
         self._table = table
