@@ -8,7 +8,7 @@ SAM_VENV := .venv-sam
 APP      := build/an app
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: demo test lint sam-check bench soak checkov clean
+.PHONY: demo test lint reference sam-check bench soak checkov clean
 
 $(BIN)/python:
 	@echo "make: creating $(VENV) (the first run installs jobkit's dependencies: about a minute)"
@@ -46,6 +46,10 @@ checkov: $(VENV)/.dev .venv-checkov/.installed
 	.venv-checkov/bin/checkov -f template.yaml --framework cloudformation --compact --quiet --skip-download
 	mkdir -p build && $(BIN)/python -c "import json,pathlib; from jobkit.local.cloudformation import load_template, translate; pathlib.Path('build/template.translated.json').write_text(json.dumps(translate(load_template(pathlib.Path('template.yaml')), parameters={'Prefix': 'jobkit'})))"
 	.venv-checkov/bin/checkov -f build/template.translated.json --framework cloudformation --compact --quiet --skip-download
+
+# The reference of the [types.NAME] keys in infra/jobs.toml, from the keys the features declare.
+reference: $(VENV)/.local
+	$(BIN)/python -c "from jobkit.config import TYPE_OPTIONS; from jobkit.options import write_reference; write_reference(TYPE_OPTIONS, 'infra/jobs.toml')"
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

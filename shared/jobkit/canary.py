@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobkit.config import Backoff, JobType, QueueConfig
+from jobkit.config import JobType, QueueConfig
 from jobkit.errors import NonRetryableError
 from jobkit.job import Job
 from jobkit.resources import CANARY_TYPE
+from jobkit.type_options import Backoff
 
 __all__ = [
     "CANARY_CLASS",

@@ -14,24 +14,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobkit.dedup.options import DEDUP_OPTIONS
 from jobkit.errors import ConfigError, UnknownJobType
-from jobkit.flow.options import (
-    DOMAIN_KEY,
-    ConcurrencyLimit,
-    Debounce,
-    FlowKey,
-    RateLimit,
-    flow_to_dict,
-    parse_concurrency,
-    parse_debounce,
-    parse_fairness,
-    parse_rate_limit,
-)
+from jobkit.flow.options import DOMAIN_KEY, FLOW_OPTIONS, ConcurrencyLimit, Debounce, FlowKey, RateLimit
+from jobkit.options import TypeOption, Where, matches, no_unknown_keys, table
+from jobkit.params_schema import PARAMS_OPTIONS
 from jobkit.resources import (
     CANARY_TYPE,
     DEFAULT_PREFIX,
@@ -40,6 +32,9 @@ from jobkit.resources import (
     refuse_names_aws_refuses,
     refuse_shared_logical_ids,
 )
+from jobkit.status.options import STATUS_OPTIONS
+from jobkit.tracing import TRACING_OPTIONS
+from jobkit.type_options import CORE_OPTIONS, Backoff
 from jobkit.wire import TYPE_PATTERN
 
 if TYPE_CHECKING:
@@ -49,23 +44,7 @@ if TYPE_CHECKING:
     from jobkit.spec import JobSpecification
 
 DEFAULT_PATH = Path("infra/jobs.toml")
-CLASS_PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
-QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,60}$")
-#: Queue names whose SQS names jobkit's own queues take (``{prefix}-schedules-dlq``).
-RESERVED_QUEUES = frozenset({"schedules"})
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_./#:-]{1,255}$")
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Retry delay for attempt n (1-based): ``min(cap, base * factor**(n-1))``, of which
-    the fraction ``jitter`` is random. ``jitter = 0.5`` is "equal jitter": the delay
-    still grows with every attempt, but twins failing together spread out."""
-
-    base_s: float = 10.0
-    factor: float = 2.0
-    cap_s: float = 900.0
-    jitter: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +220,9 @@ class Declaration:
 
     def with_prefix(self, prefix: str) -> Declaration:
         """The same declaration deployed under another name prefix (a stage)."""
-        _check(self.source, "jobkit.prefix", prefix, _matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern)
+        Where(self.source, "jobkit.prefix").check(
+            prefix, matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern
+        )
         return replace(self, prefix=prefix)
 
 
@@ -305,29 +286,29 @@ def declaration_from_environment(environ: Mapping[str, str] | None = None) -> De
 
 def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | None = None) -> Declaration:
     """Validate an already-decoded declaration (a TOML document as a dict)."""
-    _no_unknown_keys(source, "", raw, {"jobkit", "defaults", "types", "schedules", "push_endpoint"})
-    settings = _table(source, "jobkit", raw.get("jobkit", {}))
-    _no_unknown_keys(source, "jobkit", settings, {"prefix", "namespace", "code_dir", "requirements", "template"})
-    prefix = settings.get("prefix", DEFAULT_PREFIX)
-    _check(source, "jobkit.prefix", prefix, _matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern)
-    namespace = settings.get("namespace", "jobkit")
-    _check(source, "jobkit.namespace", namespace, _matches(NAMESPACE_PATTERN), "must be a CloudWatch namespace")
-    code_dir = settings.get("code_dir")
-    _check(source, "jobkit.code_dir", code_dir, lambda v: v is None or isinstance(v, str), "must be a path string")
-    requirements = settings.get("requirements")
-    _check(
-        source, "jobkit.requirements", requirements, lambda v: v is None or isinstance(v, str), "must be a path string"
+    top = Where(source, "", base_dir)
+    no_unknown_keys(top, raw, ("jobkit", "defaults", "types", "schedules", "push_endpoint"))
+    settings = table(top.at("jobkit"), raw.get("jobkit", {}))
+    no_unknown_keys(top.at("jobkit"), settings, ("prefix", "namespace", "code_dir", "requirements", "template"))
+    prefix = top.at("jobkit.prefix").check(
+        settings.get("prefix", DEFAULT_PREFIX), matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern
     )
-    template = settings.get("template")
-    _check(source, "jobkit.template", template, lambda v: v is None or isinstance(v, str), "must be a path string")
+    namespace = top.at("jobkit.namespace").check(
+        settings.get("namespace", "jobkit"), matches(NAMESPACE_PATTERN), "must be a CloudWatch namespace"
+    )
+    paths = {}
+    for name in ("code_dir", "requirements", "template"):
+        paths[name] = top.at(f"jobkit.{name}").check(
+            settings.get(name), lambda v: v is None or isinstance(v, str), "must be a path string"
+        )
 
-    defaults = _table(source, "defaults", raw.get("defaults", {}))
-    _no_unknown_keys(source, "defaults", defaults, _TYPE_KEYS - {"class", "queue", "pushes", "params_schema"})
-    types_raw = _table(source, "types", raw.get("types", {}))
+    defaults = table(top.at("defaults"), raw.get("defaults", {}))
+    no_unknown_keys(top.at("defaults"), defaults, (o.key for o in TYPE_OPTIONS if o.in_defaults))
+    types_raw = table(top.at("types"), raw.get("types", {}))
     if not types_raw:
         raise ConfigError(source, "types", "declare at least one job type, e.g. [types.refreshLinks]")
     types = {
-        name: _job_type(source, name, {**defaults, **_table(source, f"types.{name}", spec)}, base_dir)
+        name: _job_type(source, name, {**defaults, **table(top.at(f"types.{name}"), spec)}, base_dir)
         for name, spec in types_raw.items()
     }
     for job_type in types.values():
@@ -351,207 +332,64 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
         push_endpoint=push_endpoint,
         prefix=prefix,
         namespace=namespace,
-        code_dir=(base_dir or Path(".")) / code_dir if code_dir else None,
-        requirements=(base_dir or Path(".")) / requirements if requirements else None,
-        template=(base_dir or Path(".")) / template if template else None,
+        code_dir=(base_dir or Path(".")) / paths["code_dir"] if paths["code_dir"] else None,
+        requirements=(base_dir or Path(".")) / paths["requirements"] if paths["requirements"] else None,
+        template=(base_dir or Path(".")) / paths["template"] if paths["template"] else None,
         source=source,
     )
 
 
-_TYPE_KEYS = {
-    "class",
-    "queue",
-    "max_attempts",
-    "timeout_s",
-    "memory_mb",
-    "batch_size",
-    "batch_window_s",
-    "max_concurrency",
-    "backoff",
-    "remove_duplicates",
-    "remove_duplicates_ignore_params",
-    "deliver_once",
-    "track_status",
-    "pushes",
-    "log_level",
-    "fairness",
-    "concurrency",
-    "rate_limit",
-    "debounce",
-    "max_held_s",
-    "tracing",
-    "params_schema",
-}
-
-#: The levels a type's ``log_level`` may name.
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: Every key of ``[types.NAME]``, in the order the reference lists them: the
+#: core's, then each feature's (its module declares them).
+TYPE_OPTIONS: tuple[TypeOption, ...] = (
+    *CORE_OPTIONS,
+    *DEDUP_OPTIONS,
+    *STATUS_OPTIONS,
+    *FLOW_OPTIONS,
+    *TRACING_OPTIONS,
+    *PARAMS_OPTIONS,
+)
 
 
 def _job_type(source: str, name: str, spec: Mapping[str, Any], base_dir: Path | None = None) -> JobType:
-    key = f"types.{name}"
-    _check(source, key, name, _matches(TYPE_PATTERN), "a type name must match " + TYPE_PATTERN.pattern)
-    _check(source, key, name, lambda v: v != CANARY_TYPE, f"{CANARY_TYPE} is jobkit verify's own type: rename it")
-    _no_unknown_keys(source, key, spec, _TYPE_KEYS)
+    where = Where(source, f"types.{name}", base_dir)
+    where.check(name, matches(TYPE_PATTERN), "a type name must match " + TYPE_PATTERN.pattern)
+    where.check(name, lambda v: v != CANARY_TYPE, f"{CANARY_TYPE} is jobkit verify's own type: rename it")
+    no_unknown_keys(where, spec, (option.key for option in TYPE_OPTIONS))
     if "class" not in spec:
-        raise ConfigError(source, f"{key}.class", "is required: the job class as 'module:ClassName'")
-
-    def get(option: str, default: Any, ok: Callable[[Any], bool], expected: str) -> Any:
-        value = spec.get(option, default)
-        _check(source, f"{key}.{option}", value, ok, expected)
-        return value
-
-    batch_size = get("batch_size", 10, _int_in(1, 10000), "must be an integer from 1 to 10000")
-    batch_window_s = get("batch_window_s", 0, _int_in(0, 300), "must be an integer from 0 to 300")
-    if batch_size > 10 and batch_window_s == 0:
-        raise ConfigError(
-            source, f"{key}.batch_window_s", "must be at least 1 when batch_size is over 10 (Lambda rule)"
-        )
-    return JobType(
-        name=name,
-        class_path=get("class", None, _matches(CLASS_PATH_PATTERN), "must be 'module.path:ClassName'"),
-        queue=get(
-            "queue",
-            name,
-            lambda v: _matches(QUEUE_PATTERN)(v) and v not in RESERVED_QUEUES and not v.endswith("-dlq"),
-            f"must match {QUEUE_PATTERN.pattern}, not end in -dlq (a DLQ's name), and not be"
-            f" {' or '.join(sorted(RESERVED_QUEUES))} (jobkit's own)",
-        ),
-        max_attempts=get(
-            "max_attempts", 3, _int_in(1, 1000), "must be an integer from 1 to 1000 (SQS maxReceiveCount)"
-        ),
-        timeout_s=get("timeout_s", 60, _int_in(1, 900), "must be an integer from 1 to 900 (Lambda limit)"),
-        memory_mb=get("memory_mb", 256, _int_in(128, 10240), "must be an integer from 128 to 10240"),
-        batch_size=batch_size,
-        batch_window_s=batch_window_s,
-        max_concurrency=get("max_concurrency", 8, _int_in(2, 1000), "must be an integer from 2 to 1000 (Lambda limit)"),
-        backoff=_backoff(source, f"{key}.backoff", spec.get("backoff", {})),
-        remove_duplicates=get("remove_duplicates", False, _is_bool, "must be true or false"),
-        remove_duplicates_ignore_params=tuple(
-            get("remove_duplicates_ignore_params", [], _str_list, "must be a list of param names")
-        ),
-        deliver_once=get("deliver_once", False, _is_bool, "must be true or false"),
-        track_status=get("track_status", False, _is_bool, "must be true or false"),
-        pushes=tuple(get("pushes", [], _str_list, "must be a list of job type names")),
-        log_level=get("log_level", "INFO", _is_log_level, "must be one of " + ", ".join(LOG_LEVELS)).upper(),
-        fairness=parse_fairness(source, f"{key}.fairness", spec.get("fairness", "domain")),
-        concurrency=parse_concurrency(source, f"{key}.concurrency", spec.get("concurrency")),
-        rate_limit=parse_rate_limit(source, f"{key}.rate_limit", spec.get("rate_limit")),
-        debounce=parse_debounce(source, f"{key}.debounce", spec.get("debounce")),
-        max_held_s=get(
-            "max_held_s", 86400, _int_in(60, 1209600), "must be an integer from 60 to 1209600 (SQS's 14 days)"
-        ),
-        tracing=get("tracing", False, _is_bool, "must be true or false"),
-        params_schema=_params_schema(source, f"{key}.params_schema", spec.get("params_schema"), base_dir),
-    )
-
-
-def _params_schema(source: str, key: str, raw: Any, base_dir: Path | None) -> ParamsSchema | None:
-    if raw is None:
-        return None
-    from jobkit.params_schema import parse_params_schema
-
-    return parse_params_schema(source, key, raw, base_dir)
-
-
-def _backoff(source: str, key: str, raw: Any) -> Backoff:
-    table = _table(source, key, raw)
-    _no_unknown_keys(source, key, table, {"base_s", "factor", "cap_s", "jitter"})
-    checks = {
-        "base_s": (_num_in(0, 43200), "must be a number of seconds from 0 to 43200"),
-        "factor": (_num_in(1, 100), "must be a number from 1 to 100"),
-        "cap_s": (_num_in(0, 43200), "must be a number of seconds from 0 to 43200 (SQS visibility limit)"),
-        "jitter": (_num_in(0, 1), "must be a fraction from 0 to 1"),
-    }
-    values = {}
-    for option, (ok, expected) in checks.items():
-        if option in table:
-            _check(source, f"{key}.{option}", table[option], ok, expected)
-            values[option] = float(table[option])
-    return Backoff(**values)
-
-
-# -- validation helpers --------------------------------------------------------
-
-
-def _table(source: str, key: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(source, key, f"must be a table, got {type(value).__name__}")
-    return value
-
-
-def _no_unknown_keys(source: str, key: str, table: Mapping[str, Any], allowed: set[str]) -> None:
-    for name in table:
-        if name not in allowed:
-            where = f"{key}.{name}" if key else name
-            raise ConfigError(source, where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
-
-
-def _check(source: str, key: str, value: Any, ok: Callable[[Any], bool], expected: str) -> None:
-    if not ok(value):
-        raise ConfigError(source, key, f"{expected}, got {value!r}")
-
-
-def _matches(pattern: re.Pattern[str]) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, str) and bool(pattern.fullmatch(v))
-
-
-def _int_in(low: int, high: int) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
-
-
-def _num_in(low: float, high: float) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and low <= v <= high
-
-
-def _is_log_level(value: Any) -> bool:
-    return isinstance(value, str) and value.upper() in LOG_LEVELS
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        raise where.error("is required: the job class as 'module:ClassName'", sub="class")
+    values = {option.attribute: option.read(where, spec, name) for option in TYPE_OPTIONS}
+    if values["batch_size"] > 10 and values["batch_window_s"] == 0:
+        raise where.error("must be at least 1 when batch_size is over 10 (Lambda rule)", sub="batch_window_s")
+    return JobType(name=name, **values)
 
 
 # -- serialising ---------------------------------------------------------------
 
 
-def declaration_to_dict(declaration: Declaration, *, only_types: set[str] | None = None) -> dict[str, Any]:
-    """The declaration in its TOML shape (``parse_declaration`` reads it back),
-    with every default spelled out. ``only_types`` keeps a subset (and drops
-    ``pushes`` targets outside it), for a runner's environment."""
+def declaration_to_dict(
+    declaration: Declaration, *, only_types: set[str] | None = None, defaults: bool = True
+) -> dict[str, Any]:
+    """The declaration in its TOML shape (``parse_declaration`` reads it back).
+    ``only_types`` keeps a subset (and drops ``pushes`` targets outside it), for
+    a function's environment; ``defaults=False`` leaves out every key whose value
+    is its default, which reads back the same (a function's environment is
+    held to Lambda's 4 KB)."""
     types = {}
     for name, job_type in declaration.types.items():
         if only_types is not None and name not in only_types:
             continue
-        types[name] = {
-            "class": job_type.class_path,
-            "queue": job_type.queue,
-            "max_attempts": job_type.max_attempts,
-            "timeout_s": job_type.timeout_s,
-            "memory_mb": job_type.memory_mb,
-            "batch_size": job_type.batch_size,
-            "batch_window_s": job_type.batch_window_s,
-            "max_concurrency": job_type.max_concurrency,
-            "backoff": {
-                "base_s": job_type.backoff.base_s,
-                "factor": job_type.backoff.factor,
-                "cap_s": job_type.backoff.cap_s,
-                "jitter": job_type.backoff.jitter,
-            },
-            "remove_duplicates": job_type.remove_duplicates,
-            "remove_duplicates_ignore_params": list(job_type.remove_duplicates_ignore_params),
-            "deliver_once": job_type.deliver_once,
-            "track_status": job_type.track_status,
-            "pushes": [t for t in job_type.pushes if only_types is None or t in only_types],
-            "log_level": job_type.log_level,
-            **flow_to_dict(job_type.fairness, job_type.concurrency, job_type.rate_limit, job_type.debounce),
-            "max_held_s": job_type.max_held_s,
-            "tracing": job_type.tracing,
-            **({"params_schema": job_type.params_schema.document} if job_type.params_schema is not None else {}),
-        }
+        keys: dict[str, Any] = {}
+        for option in TYPE_OPTIONS:
+            value = getattr(job_type, option.attribute)
+            if option.key == "pushes" and only_types is not None:
+                value = tuple(t for t in value if t in only_types)
+            if not defaults and option.key != "class" and value == option.default_for(name):
+                continue
+            shown = option.to_toml(value)
+            if shown is not None:
+                keys[option.key] = shown
+        types[name] = keys
     out: dict[str, Any] = {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}
     if declaration.schedules and only_types is None:  # a runner's environment needs none
         from jobkit.schedules import schedules_to_dict

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.spec import JobSpecification, new_root_job_params
-from jobkit.status import NO_STATUS, StatusTracker
+from jobkit.status.tracker import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
     from jobkit.config import JobType

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.errors import ConfigError, SpecError
+from jobkit.options import TypeOption
 
 #: Params jobkit or MediaWiki's conventions own, left out of a type's schema check.
 BOOKKEEPING_PARAMS = ("rootJobSignature", "rootJobTimestamp", "rootJobIsSelf", "jobReleaseTimestamp", "requestId")
@@ -192,3 +193,18 @@ def _outside_refs(node: Any) -> list[Any]:
     if isinstance(node, list):
         return [ref for value in node for ref in _outside_refs(value)]
     return []
+
+
+PARAMS_OPTIONS = (
+    TypeOption(
+        "params_schema",
+        None,
+        lambda where, raw: parse_params_schema(where.source, where.key, raw, where.base_dir),
+        "=",
+        "the shape of its params: a JSON Schema (draft 7), inline or a path to a JSON file relative to this"
+        " file; checked at push and by the runner, which dead-letters a mismatch at once (`jobkit schema"
+        " NAME` prints it)",
+        to_toml=lambda schema: schema.document if schema is not None else None,
+        in_defaults=False,
+    ),
+)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, declaration_from_environment
-from jobkit.dedup import DedupStore
+from jobkit.dedup.store import DedupStore
 from jobkit.errors import ConfigError
 
 if TYPE_CHECKING:

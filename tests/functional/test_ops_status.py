@@ -15,7 +15,7 @@ from jobkit import JobSpecification
 from jobkit.local import LocalStack
 from jobkit.outcome import Outcome
 from jobkit.records.store import Records
-from jobkit.status import JobState, JobStatus
+from jobkit.status.tracker import JobState, JobStatus
 
 from conftest import START, RequestCounter
 from faults import FailCalls

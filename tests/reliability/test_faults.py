@@ -18,7 +18,7 @@ from ledger import Category, Fate, SentJobs, fates, reason
 from jobkit import JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import load_declaration
-from jobkit.dedup import Candidate
+from jobkit.dedup.admission import Candidate
 from jobkit.errors import JobQueueError
 from jobkit.local import LocalStack
 from jobkit.ops.dead_letters import dead_letter

@@ -27,8 +27,8 @@ from jobkit.spec import new_root_job_params
 
 import testjobs
 from conftest import FIXTURES, START
-from faults import SQS_THROTTLE, FailCalls
-from testjobs import SCRIPTED
+from faults import DYNAMODB_THROTTLE, SQS_THROTTLE, FailCalls
+from testjobs import SCRIPTED, SimulatedCrash
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +140,33 @@ def test_a_window_owner_superseded_while_it_waits_still_runs_for_the_jobs_it_deb
     assert runs(leaf.id) == 1, [(r.job_id, r.outcome, r.reason) for r in rel.results.results]
 
 
+def test_a_window_owner_redelivered_while_the_table_is_throttled_still_runs_for_the_jobs_it_debounced(
+    rel: LocalStack,
+) -> None:
+    # Found by the reliability model. Given a plain job for Paris, then a leaf of
+    # root R1 for Paris that owns the window, whose first run crashes
+    group = rel.queue_group("enwiki")
+    plain = JobSpecification("debounced", {"key": "Paris"})
+    group.push(plain)
+    rel.clock.advance(1)
+    leaf = JobSpecification("debounced", leaf_params("tpl", START - 20, key="Paris", script={"crash": [1]}))
+    group.push(leaf)
+    rel.drain(until=START + 2)
+    # When a newer root R2 is recorded, and the jobs table is throttled when the
+    # leaf comes back to run again
+    assert group.deduplicate_root_job(JobSpecification("debounced", new_root_job_params("tpl", START - 5)))
+    with pytest.raises(SimulatedCrash):  # its wait is over: the run that dies with its invocation
+        rel.drain(until=START + 10)
+    assert runs(leaf.id, "crashed") == 1, table(rel)
+    throttled = FailCalls(rel.dynamodb, "dynamodb.*", code=DYNAMODB_THROTTLE[0], status=DYNAMODB_THROTTLE[1], times=4)
+    rel.drain()
+    throttled.remove()
+    # Then the plain job was debounced by the leaf, and the leaf ran for it
+    assert throttled.failed_calls
+    assert final(rel, plain.id).outcome is Outcome.DEBOUNCED
+    assert runs(leaf.id) == 1, table(rel)
+
+
 def test_a_window_owner_whose_wait_was_never_sent_still_runs_for_the_jobs_it_debounced(rel: LocalStack) -> None:
     # Given a plain job for Paris, registered and waiting; then a leaf of root R1 for Paris
     # that takes the window, but the send of its wait fails (it will be delivered again)
@@ -217,6 +244,33 @@ def test_a_window_owner_whose_job_id_already_ran_does_not_take_the_window(rel: L
     group.push(JobSpecification("debouncedTwin", {"key": "Paris", "text": "v1"}, id="edit-1"))
     rel.drain()
     # Then the retry is skipped before it can debounce edit-2, and edit-2 runs
+    assert final(rel, "edit-1").outcome is Outcome.REDELIVERED
+    assert (runs("edit-1"), runs("edit-2")) == (1, 1), table(rel)
+
+
+def test_a_retry_whose_delivery_the_table_cannot_tell_about_does_not_take_the_window(rel: LocalStack) -> None:
+    # Found by the reliability model. Given edit-1 for Paris, run (deliver_once),
+    # then edit-2 for Paris and a retry of edit-1's old request (its ID)
+    group = rel.queue_group("enwiki")
+    group.push(JobSpecification("debouncedTwin", {"key": "Paris", "text": "v1"}, id="edit-1"))
+    rel.drain()
+    rel.clock.advance(20)
+    group.push(JobSpecification("debouncedTwin", {"key": "Paris", "text": "v2"}, id="edit-2"))
+    rel.clock.advance(1)
+    group.push(JobSpecification("debouncedTwin", {"key": "Paris", "text": "v1"}, id="edit-1"))
+    # When the read that would tell that edit-1 already ran is throttled
+    read = FailCalls(
+        rel.dynamodb,
+        "dynamodb.GetItem",
+        code=DYNAMODB_THROTTLE[0],
+        status=DYNAMODB_THROTTLE[1],
+        times=1,
+        match=lambda params: "edit-1" in str(params["Key"]),
+    )
+    rel.drain()
+    read.remove()
+    # Then the retry did not debounce edit-2 (it would never run for it): edit-2 ran
+    assert read.failed_calls, "the delivery read was not throttled"
     assert final(rel, "edit-1").outcome is Outcome.REDELIVERED
     assert (runs("edit-1"), runs("edit-2")) == (1, 1), table(rel)
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.config import Backoff, Declaration, declaration_to_dict, load_declaration, parse_declaration
+from jobkit.config import Declaration, declaration_to_dict, load_declaration, parse_declaration
 from jobkit.errors import ConfigError, UnknownJobType
+from jobkit.type_options import Backoff
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from jobkit.clock import VirtualClock
-from jobkit.dedup import Candidate, DedupStore, TableUnavailable, Verdict
+from jobkit.dedup.admission import Candidate, Verdict
+from jobkit.dedup.store import DedupStore
+from jobkit.records import TableUnavailable
 from jobkit.records.memory import MemoryRecords
 from jobkit.spec import JobSpecification, new_root_job_params
 

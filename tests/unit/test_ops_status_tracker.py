@@ -10,12 +10,12 @@ import pytest
 from jobkit import Job, JobSpecification
 from jobkit.clock import VirtualClock
 from jobkit.config import declaration_to_dict, parse_declaration
-from jobkit.dedup import TableUnavailable
 from jobkit.errors import ConfigError, JobKitError
 from jobkit.outcome import Outcome
+from jobkit.records import TableUnavailable
 from jobkit.records.memory import MemoryRecords
 from jobkit.runner import Runner
-from jobkit.status import MAX_RESULT_BYTES, JobState, JobStatus, RecordingStatusTracker
+from jobkit.status.tracker import MAX_RESULT_BYTES, JobState, JobStatus, RecordingStatusTracker
 
 START = 1000.0
 

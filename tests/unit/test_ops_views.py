@@ -29,7 +29,7 @@ from jobkit.records.keys import JobRef
 from jobkit.records.memory import MemoryRecords
 from jobkit.spec import JobSpecification
 from jobkit.sqs import sendable_attributes
-from jobkit.status import JobState, JobStatus
+from jobkit.status.tracker import JobState, JobStatus
 
 
 @pytest.fixture

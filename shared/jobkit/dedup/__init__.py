@@ -42,19 +42,3 @@ The semantics (docs/deduplication.md):
   settles an attempt's claims while the next job runs; a later claim on the
   same key waits for it.
 """
-
-from jobkit.dedup.admission import DUPLICATE_REASON, SUPERSEDED_REASON, Admission, Candidate, Verdict
-from jobkit.dedup.roots import RootCache
-from jobkit.dedup.store import DedupStore
-from jobkit.records import TableUnavailable
-
-__all__ = [
-    "DUPLICATE_REASON",
-    "SUPERSEDED_REASON",
-    "Admission",
-    "Candidate",
-    "DedupStore",
-    "RootCache",
-    "TableUnavailable",
-    "Verdict",
-]

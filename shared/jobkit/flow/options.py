@@ -18,10 +18,11 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from jobkit.errors import ConfigError
+from jobkit.options import TypeOption, Where, int_in, num_in
 
 if TYPE_CHECKING:
     from jobkit.spec import JobSpecification
@@ -130,7 +131,7 @@ def parse_concurrency(source: str, key: str, raw: Any) -> ConcurrencyLimit | Non
         return None
     return ConcurrencyLimit(
         key=_key(source, f"{key}.key", table.get("key", "domain")),
-        limit=_get(source, key, table, "limit", None, _int_in(1, 10000), "must be an integer from 1 to 10000"),
+        limit=_get(source, key, table, "limit", None, int_in(1, 10000), "must be an integer from 1 to 10000"),
         if_unavailable=_if_unavailable(source, key, table, "defer"),
     )
 
@@ -140,14 +141,14 @@ def parse_rate_limit(source: str, key: str, raw: Any) -> RateLimit | None:
     if table is None:
         return None
     per_second = _get(
-        source, key, table, "per_second", None, _num_in(0.001, 100000), "must be a number from 0.001 to 100000"
+        source, key, table, "per_second", None, num_in(0.001, 100000), "must be a number from 0.001 to 100000"
     )
     default_burst = max(1, round(per_second))
     return RateLimit(
         key=_key(source, f"{key}.key", table.get("key", "domain")),
         per_second=float(per_second),
         burst=_get(
-            source, key, table, "burst", default_burst, _int_in(1, 100000), "must be an integer from 1 to 100000"
+            source, key, table, "burst", default_burst, int_in(1, 100000), "must be an integer from 1 to 100000"
         ),
         if_unavailable=_if_unavailable(source, key, table, "defer"),
     )
@@ -158,10 +159,10 @@ def parse_debounce(source: str, key: str, raw: Any) -> Debounce | None:
     if table is None:
         return None
     wait_s = _get(
-        source, key, table, "wait_s", None, _int_in(1, 900), "must be an integer from 1 to 900 (SQS's longest delay)"
+        source, key, table, "wait_s", None, int_in(1, 900), "must be an integer from 1 to 900 (SQS's longest delay)"
     )
     max_wait_s = _get(
-        source, key, table, "max_wait_s", 10 * wait_s, _int_in(1, 86400), "must be an integer from 1 to 86400"
+        source, key, table, "max_wait_s", 10 * wait_s, int_in(1, 86400), "must be an integer from 1 to 86400"
     )
     if max_wait_s < wait_s:
         raise ConfigError(source, f"{key}.max_wait_s", f"must be at least wait_s ({wait_s}), got {max_wait_s}")
@@ -213,43 +214,62 @@ def _get(
     return value
 
 
-def _int_in(low: int, high: int) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+# -- the keys ------------------------------------------------------------------------------------
 
 
-def _num_in(low: float, high: float) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and low <= v <= high
+def _limit_to_toml(limit: ConcurrencyLimit | RateLimit | Debounce | None) -> dict[str, Any] | None:
+    if limit is None:
+        return None  # off: the key is left out
+    return {f.name: str(limit.key) if f.name == "key" else getattr(limit, f.name) for f in fields(limit)}
 
 
-# -- serialising --------------------------------------------------------------------------------
+def _max_held_s(where: Where, raw: Any) -> int:
+    return int(where.check(raw, int_in(60, 1209600), "must be an integer from 60 to 1209600 (SQS's 14 days)"))
 
 
-def flow_to_dict(
-    fairness: FlowKey | None,
-    concurrency: ConcurrencyLimit | None,
-    rate_limit: RateLimit | None,
-    debounce: Debounce | None,
-) -> dict[str, Any]:
-    """The options in their TOML shape; an option that is off is left out (its default)."""
-    out: dict[str, Any] = {"fairness": str(fairness) if fairness is not None else False}
-    if concurrency is not None:
-        out["concurrency"] = {
-            "key": str(concurrency.key),
-            "limit": concurrency.limit,
-            "if_unavailable": concurrency.if_unavailable,
-        }
-    if rate_limit is not None:
-        out["rate_limit"] = {
-            "key": str(rate_limit.key),
-            "per_second": rate_limit.per_second,
-            "burst": rate_limit.burst,
-            "if_unavailable": rate_limit.if_unavailable,
-        }
-    if debounce is not None:
-        out["debounce"] = {
-            "key": str(debounce.key),
-            "wait_s": debounce.wait_s,
-            "max_wait_s": debounce.max_wait_s,
-            "if_unavailable": debounce.if_unavailable,
-        }
-    return out
+FLOW_OPTIONS = (
+    TypeOption(
+        "fairness",
+        DOMAIN_KEY,
+        lambda where, raw: parse_fairness(where.source, where.key, raw),
+        '= "domain"',
+        "the MessageGroupId of its messages, so SQS fair queues keep one noisy key's backlog from delaying"
+        ' the others: "domain", "params.NAME", "type", or false',
+        to_toml=lambda key: str(key) if key is not None else False,
+    ),
+    TypeOption(
+        "concurrency",
+        None,
+        lambda where, raw: parse_concurrency(where.source, where.key, raw),
+        '= { key = "domain", limit = N, if_unavailable = "defer" }',
+        "at most N jobs with the same key run at once, across all containers",
+        to_toml=_limit_to_toml,
+    ),
+    TypeOption(
+        "rate_limit",
+        None,
+        lambda where, raw: parse_rate_limit(where.source, where.key, raw),
+        '= { key = "domain", per_second = R, burst = B, if_unavailable = "defer" }',
+        "at most R jobs a second with the same key (bursts of B, default R)",
+        to_toml=_limit_to_toml,
+    ),
+    TypeOption(
+        "debounce",
+        None,
+        lambda where, raw: parse_debounce(where.source, where.key, raw),
+        '= { key = "domain", wait_s = W, max_wait_s = 10*W, if_unavailable = "run" }',
+        "of the jobs with the same key pushed less than W s apart, only the latest runs; the others end as"
+        ' "debounced"; a steady stream runs every max_wait_s. A key is "domain", "params.NAME" or "type";'
+        ' if_unavailable says what a limit does when DynamoDB cannot be reached: "defer" holds the job'
+        ' back, "run" runs it without the limit',
+        to_toml=_limit_to_toml,
+    ),
+    TypeOption(
+        "max_held_s",
+        86400,
+        _max_held_s,
+        "= 86400",
+        "a job a concurrency or rate limit holds back longer than this is dead-lettered (held_too_long);"
+        " see docs/flow-control.md",
+    ),
+)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from jobkit.clock import Clock, SystemClock, VirtualClock
 from jobkit.config import Declaration
-from jobkit.dedup import DedupStore
+from jobkit.dedup.store import DedupStore
 from jobkit.journal import AttemptJournal
 from jobkit.local.dynamodb_rules import dynamodb_rules
 from jobkit.local.esm import EventSourceMapping

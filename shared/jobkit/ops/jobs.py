@@ -13,7 +13,7 @@ from jobkit.ops.dead_letters import failure_to_json, final_to_json
 from jobkit.push import JobQueueGroup
 from jobkit.records import ANY_DOMAIN, DomainFilter, FailureRecord, FinalAttempt, JobRuns
 from jobkit.spec import JobSpecification
-from jobkit.status import JobStatus
+from jobkit.status.tracker import JobStatus
 
 if TYPE_CHECKING:
     from jobkit.records.store import Records

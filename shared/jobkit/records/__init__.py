@@ -9,7 +9,7 @@
   succeeded, so the DLQ can tell a lost delete from a crash;
 - **deferral**: how many attempts a job had used when the runner re-enqueued
   it as a new message (a deferral is not an attempt);
-- **status**: what a ``track_status`` job is doing (:mod:`jobkit.status`).
+- **status**: what a ``track_status`` job is doing (:mod:`jobkit.status.tracker`).
 
 Keys carry their scope (:mod:`jobkit.records.keys`): type first, then the
 domain, so reused job IDs and hashes never meet another type's or domain's

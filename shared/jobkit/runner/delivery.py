@@ -26,7 +26,7 @@ from jobkit.sqs import (
     message_size,
     sendable_attributes,
 )
-from jobkit.status import NO_STATUS, StatusTracker
+from jobkit.status.tracker import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
     from jobkit.job import Job

@@ -23,7 +23,7 @@ from jobkit.canary import CANARY_TYPE, canary_type, expired
 from jobkit.clock import Clock, SystemClock
 from jobkit.config import Declaration, JobType
 from jobkit.correlation import correlation_scope
-from jobkit.dedup import DedupStore
+from jobkit.dedup.store import DedupStore
 from jobkit.errors import JobClassError, JobFailed, SpecError, UnknownJobType
 from jobkit.journal import AttemptJournal
 from jobkit.outcome import Outcome, RecordResult

@@ -21,7 +21,9 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+from jobkit.config import TYPE_OPTIONS
 from jobkit.errors import JobKitError
+from jobkit.options import reference
 from jobkit.resources import PREFIX_PATTERN
 from jobkit.sam.makefile import DIRECTORY
 
@@ -74,6 +76,7 @@ def plan(
         "template": template.as_posix(),
         "template_from_declaration": Path(os.path.relpath(template, DECLARATION.parent)).as_posix(),
         "makefile": MAKEFILE.as_posix(),
+        "type_keys": reference(TYPE_OPTIONS).rstrip("\n"),  # generated from the keys the features declare
     }
     files = {
         DECLARATION: _text("jobs.toml.txt", values),

@@ -33,7 +33,7 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
     if options is None:
         return {}
     own = declaration.for_endpoint()
-    subset = declaration_to_dict(own, only_types=set(own.types))
+    subset = declaration_to_dict(own, only_types=set(own.types), defaults=False)
     subset["jobkit"].pop("prefix")
     declaration_json = json.dumps(subset, separators=(",", ":"), sort_keys=True)
     urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in own.queues}

@@ -166,7 +166,9 @@ def queue_outputs(queue: QueueConfig) -> dict[str, Any]:
 
 def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Path) -> dict[str, Any]:
     ids = QueueIds(queue.name)
-    subset = declaration_to_dict(declaration, only_types=set(queue.types) | pushed_types(declaration, queue))
+    subset = declaration_to_dict(
+        declaration, only_types=set(queue.types) | pushed_types(declaration, queue), defaults=False
+    )
     subset["jobkit"].pop("prefix")  # the stack's Prefix parameter names the resources
     declaration_json = json.dumps(subset, separators=(",", ":"), sort_keys=True)
     urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in sendable_queues(declaration, queue)}

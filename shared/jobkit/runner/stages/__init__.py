@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
 from jobkit.config import JobType, QueueConfig
-from jobkit.dedup import DedupStore
+from jobkit.dedup.store import DedupStore
 from jobkit.journal import AttemptJournal
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import MetricsPort, QueuePort

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jobkit.clock import Clock
-from jobkit.dedup import SUPERSEDED_REASON, Admission, Verdict
+from jobkit.dedup.admission import SUPERSEDED_REASON, Admission, Verdict
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.parallel import Parallel
 from jobkit.records import TableUnavailable
@@ -149,29 +149,50 @@ class DebounceStage(Stage):
             return self._skip_superseded(delivery)
         return self._step(_Step(delivery, debounce.key.value(delivery.spec), registered, stale))
 
-    def _done(self, deliveries: Sequence[Delivery]) -> dict[Delivery, RecordResult]:
-        """The deliver_once deliveries whose job ID already ran, with their skip:
-        such a job never takes a window (the delivery claim would skip it, and the
-        jobs it debounced would be owed a run that never comes). One read each,
-        for a type that both debounces and delivers once; none otherwise."""
+    def _done(self, deliveries: Sequence[Delivery]) -> dict[Delivery, RecordResult | None]:
+        """The deliver_once deliveries that must not take a window, with their
+        answer: a job ID that already ran, with its skip (the delivery claim would
+        skip it, and the jobs it debounced would be owed a run that never comes);
+        one the table could not tell about, with what the type's
+        ``if_unavailable`` says (``None``: it goes on without debounce, and the
+        delivery claim decides). One read each, for a type that both debounces
+        and delivers once; none otherwise."""
         once = [d for d in deliveries if d.job_type.deliver_once] if self._delivered is not None else []
         if not once:
             return {}
         answers = self._parallel.map(self._ended, once)
-        return {delivery: answer for delivery, answer in zip(once, answers, strict=True) if answer is not None}
+        return {delivery: answer for delivery, (ended, answer) in zip(once, answers, strict=True) if ended}
 
-    def _ended(self, delivery: Delivery) -> RecordResult | None:
+    def _ended(self, delivery: Delivery) -> tuple[bool, RecordResult | None]:
         assert self._delivered is not None
         try:
             skip = self._delivered(delivery.spec)
         except TableUnavailable as exc:
+            # Unknown: it must not take the window, or a skip by its delivery claim
+            # would leave the jobs it debounced without their run.
             log.warning("delivery not checked before debounce: %s", exc, extra=delivery.keys)
-            return None  # the delivery claim decides, later
+            return True, self._unavailable(delivery)
         if skip is None:
-            return None
+            return False, None
         outcome = Outcome.REDELIVERED if skip.verdict is Verdict.REDELIVERED else Outcome.DUPLICATE
         log.info("job skipped (%s): %s", skip.verdict, skip.reason, extra=delivery.keys)
-        return delivery.result(outcome, reason=skip.reason)
+        return True, delivery.result(outcome, reason=skip.reason)
+
+    def _unavailable(self, delivery: Delivery) -> RecordResult | None:
+        """What a job whose window the table cannot tell about does: runs without
+        debounce (``if_unavailable = "run"``), or is held back."""
+        debounce = delivery.job_type.debounce
+        assert debounce is not None
+        if debounce.if_unavailable == "run":
+            delivery.dedup_unavailable = True
+            # An earlier delivery of it may have taken the window: if so, the jobs it
+            # debounced count on its run, which a root recorded since must not skip.
+            # Running a job that owned nothing costs a run, never a job.
+            registered = bool(string_attribute_of(delivery.record, DEBOUNCE_ATTRIBUTE))
+            delivery.owes_run = delivery.owes_run or registered or delivery.receive_count > 1
+            return None
+        shown = debounce.key.shown(debounce.key.value(delivery.spec))
+        return self._hold(delivery, None, f"debounce for {shown} not checked: the jobs table is unavailable")
 
     def _stale(self, deliveries: Sequence[Delivery]) -> set[Delivery]:
         """The deliveries whose root is already superseded (a root the table cannot
@@ -229,10 +250,7 @@ class DebounceStage(Stage):
             claimed = self._windows.claim(spec.type, spec.domain, step.key, ref, token, at, now=now)
         except TableUnavailable as exc:
             log.warning("debounce not checked: %s", exc, extra=delivery.keys)
-            if debounce.if_unavailable == "run":
-                delivery.dedup_unavailable = True
-                return None
-            return self._hold(delivery, None, f"debounce for {shown} not checked: the jobs table is unavailable")
+            return self._unavailable(delivery)
         if isinstance(claimed, Debounced):
             delivery.note(self, claimed)
             return self._debounced(delivery, claimed.reason)

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
-from jobkit.dedup import Admission, Candidate, DedupStore, Verdict
+from jobkit.dedup.admission import Admission, Candidate, Verdict
+from jobkit.dedup.store import DedupStore
 from jobkit.errors import SpecError
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.runner.delivery import Delivery

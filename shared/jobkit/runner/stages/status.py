@@ -1,7 +1,7 @@
 """Job status for ``track_status`` types: ``running`` when an attempt starts,
 then ``succeeded``, ``failed`` (and whether it will be retried) or ``skipped``
 (a duplicate, or superseded). Other types get the tracker that writes nothing,
-and cost no request. See :mod:`jobkit.status`."""
+and cost no request. See :mod:`jobkit.status.tracker`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from jobkit.clock import Clock
 from jobkit.outcome import Outcome, RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
-from jobkit.status import RecordingStatusTracker
+from jobkit.status.tracker import RecordingStatusTracker
 
 if TYPE_CHECKING:
     from jobkit.records.store import Records
