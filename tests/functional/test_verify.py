@@ -12,9 +12,11 @@ cannot run at all is one line and exit status 2.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -153,6 +155,75 @@ def test_a_runner_without_recursive_loop_allow_fails_the_chain_and_says_what_to_
     assert "RecursiveLoop Terminate" in checks[(queue, "recursive loop")]["detail"]
     report = json.loads(done.stdout)
     assert report["ok"] is False
+    # the stopped chain canary is named, with where it goes and how to delete it
+    [chain] = [line for line in report["left_behind"] if "(chain)" in line]
+    assert f"jobkit dlq delete {queue} canary-" in chain and declaration.dlq_name(queue) in chain
+    assert "jobkit dlq delete" in checks[(queue, "chain")]["detail"]
+
+
+def test_a_cancelled_verify_cleans_up_and_names_what_it_left(endpoint: str, declaration: Declaration) -> None:
+    # Given a verify run that a CI job cancels (SIGTERM) once its canaries are out
+    queue = sorted(declaration.queues)[0]
+    job_type = next(t.name for t in declaration.types.values() if t.queue == queue)
+    env = app_env(endpoint)
+    args = [sys.executable, "-m", "jobkit.cli", "verify", "--types", job_type, "--json", "--timeout", "60"]
+    with subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        sqs = client(endpoint, "sqs")
+        deadline = time.monotonic() + 30
+        while depth(sqs, declaration.queue_name(queue)) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=60)
+    # Then it stops as an interrupted run: exit status 2, one JSON error that names
+    # each canary whose fate it did not see, and no traceback
+    assert run.returncode == 2, out + err
+    error = json.loads(err)
+    assert error["exit_status"] == 2 and error["error"].startswith("interrupted"), err
+    assert "left behind" in error["error"] and "canary-" in error["error"]
+    assert "Traceback" not in err
+
+
+def test_verify_refuses_to_start_with_a_clock_far_from_aws(endpoint: str, declaration: Declaration) -> None:
+    from jobkit.ops.config import CliConfig
+    from jobkit.ops.verify import Clients, Verify, VerifyRefused
+
+    config = CliConfig(config_path=EXAMPLE_CONFIG, endpoint_url=endpoint, region=app_env(endpoint)["AWS_REGION"])
+    clients = Clients(config.sqs, config.clients.client("lambda"), config.cloudwatch, config.records)
+    queue = declaration.queues[sorted(declaration.queues)[0]]
+    names = (declaration.queue_name(queue.name), declaration.dlq_name(queue.name))
+    urls = {name: config.sqs.get_queue_url(QueueName=name)["QueueUrl"] for name in names}
+    for skew, said in [(900, r"(899|900|901) s ahead of AWS"), (-1000, r"(999|1000|1001) s behind AWS")]:
+        run = Verify(declaration, clients, urls, now=lambda skew=skew: time.time() + skew, timeout_s=30)
+        with pytest.raises(VerifyRefused, match=said):
+            run.run([queue])
+        assert run.left_behind == []  # refused before a canary was sent
+
+
+def test_a_canary_an_earlier_run_left_in_a_dlq_is_reported_and_user_dead_letters_are_untouched(
+    endpoint: str, declaration: Declaration
+) -> None:
+    queue = sorted(declaration.queues)[1]  # not the queue the cancelled run left canaries in
+    job_type = next(t.name for t in declaration.types.values() if t.queue == queue)
+    sqs = client(endpoint, "sqs")
+    dlq = sqs.get_queue_url(QueueName=declaration.dlq_name(queue))["QueueUrl"]
+    earlier = f"canary-0123456789-dlq-{queue}"
+    sqs.send_message(QueueUrl=dlq, MessageBody=json.dumps({"type": "jobkitCanary", "id": earlier, "params": {}}))
+    sqs.send_message(QueueUrl=dlq, MessageBody="a user's dead letter, not JSON")
+    try:
+        done = verify(endpoint, "--types", job_type, "--json", "--timeout", "60")
+        assert done.returncode == 0, done.stdout + done.stderr
+        detail = checks_of(done)[(queue, "dead letter")]["detail"]
+        assert "earlier runs" in detail and earlier in detail
+        assert depth(sqs, declaration.dlq_name(queue)) == 2  # neither was verify's to delete
+    finally:
+        sqs.purge_queue(QueueUrl=dlq)
+
+
+def test_a_timeout_verify_cannot_keep_is_a_usage_error(endpoint: str) -> None:
+    for value in ("nan", "inf", "10", "901"):
+        done = verify(endpoint, "--timeout", value)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "--timeout" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_what_verify_cannot_run_is_one_line_and_exit_status_2(endpoint: str) -> None:

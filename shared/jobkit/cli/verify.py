@@ -8,6 +8,11 @@ stack, a permission refused, no endpoint): one line saying what is missing.
 from __future__ import annotations
 
 import json
+import math
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,11 +21,20 @@ from jobkit.cli.options import OpsCommand, ops_command
 from jobkit.cli.output import Output
 from jobkit.ops.config import CliConfig
 
+if TYPE_CHECKING:
+    from jobkit.ops.verify import Verify
+
 
 class VerifyFailed(click.ClickException):
     """What verify could not do at all: one line, exit status 2."""
 
     exit_code = 2
+
+
+def _timeout(_: click.Context, __: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds")
+    return value
 
 
 @click.command(cls=OpsCommand)
@@ -30,8 +44,9 @@ class VerifyFailed(click.ClickException):
     "timeout_s",
     default=120.0,
     show_default=True,
-    type=click.FloatRange(min=10),
-    help="Seconds to wait for every canary's fate.",
+    type=click.FloatRange(min=30, max=900),
+    callback=_timeout,
+    help="Seconds to wait for every canary's fate: 30 (the chain takes about 21) to 900 (a canary's life).",
 )
 @click.option(
     "--no-dead-letter",
@@ -51,10 +66,11 @@ def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s:
     Lambda's recursive loop detection stops without RecursiveLoop: Allow); a
     failing canary reaches the DLQ with its reason. And the queue's redrive
     policy, its runner's recursion setting and event source mapping, and its
-    alarms, against the declaration. It leaves nothing behind.
+    alarms, against the declaration. When every check passes it leaves nothing
+    behind; otherwise it names each canary whose fate it did not see.
     """
     from jobkit.errors import JobKitError
-    from jobkit.ops.verify import Check, Clients, Verify, VerifyRefused
+    from jobkit.ops.verify import Check, Clients, VerifyRefused
 
     try:
         declaration = config.declaration
@@ -71,6 +87,7 @@ def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s:
             mark = "pass" if check.ok else "FAIL"
             click.echo(f"{mark}  {check.queue or '-':<20} {check.name:<15} {check.detail}")
 
+    run: Verify | None = None
     try:
         urls = _queue_urls(config, declaration, [q.name for q in queues])
         clients = Clients(
@@ -79,21 +96,56 @@ def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s:
             cloudwatch=config.cloudwatch,
             records=config.records,
         )
-        checks = Verify(
-            declaration, clients, urls, timeout_s=timeout_s, dead_letter=not no_dead_letter, on_check=shown
-        ).run(queues)
+        from jobkit.ops.verify import Verify
+
+        run = Verify(declaration, clients, urls, timeout_s=timeout_s, dead_letter=not no_dead_letter, on_check=shown)
+        with _stopped_cleanly():
+            checks = run.run(queues)
     except VerifyRefused as exc:
-        raise VerifyFailed(str(exc)) from exc
+        raise VerifyFailed(_with_left(str(exc), run)) from exc
+    except KeyboardInterrupt as exc:
+        raise VerifyFailed(_with_left("interrupted: not every check was made", run)) from exc
     failed = [c for c in checks if not c.ok]
     summary = f"{len(checks) - len(failed)} of {len(checks)} checks passed on {len(queues)} queue(s)"
     if output.as_json:
-        click.echo(
-            json.dumps({"ok": not failed, "summary": summary, "checks": [c.as_dict() for c in checks]}, indent=2)
-        )
+        found = {"ok": not failed, "summary": summary, "checks": [c.as_dict() for c in checks]}
+        click.echo(json.dumps({**found, "left_behind": run.left_behind}, indent=2))
     else:
-        click.echo(summary + ("" if not failed else f"; failed: {', '.join(sorted({c.name for c in failed}))}"))
+        if failed:
+            summary += f"; failed: {', '.join(sorted({c.name for c in failed}))} (what to do: docs/runbook.md,"
+            summary += " 'After a deploy')"
+        click.echo(summary)
+        for line in run.left_behind:
+            click.echo(f"left behind: {line}")
     if failed:
         raise SystemExit(1)
+
+
+@contextmanager
+def _stopped_cleanly() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a cancelled CI job, a closed terminal) stop verify as
+    Ctrl-C does: it still deletes what its canaries left, and says what remains."""
+
+    def interrupt(signum: int, _: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        with suppress(ValueError):  # not the main thread: leave the signals as they are
+            previous[signum] = signal.signal(signum, interrupt)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _with_left(problem: str, run: Verify | None) -> str:
+    """The one line of a verify that could not finish, with the canaries it left."""
+    left = run.left_behind if run is not None else []
+    if not left:
+        return problem
+    return f"{problem}; {len(left)} canary(ies) left behind: " + "; ".join(left)
 
 
 def _queue_urls(config: CliConfig, declaration: object, queues: list[str]) -> dict[str, str]:

@@ -37,6 +37,7 @@ from jobkit.ops.verdict import (
     unknown,
 )
 from jobkit.records import FailureRecord, FinalAttempt, TableUnavailable
+from jobkit.resources import CANARY_TYPE
 from jobkit.spec import JobSpecification
 from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
 
@@ -171,7 +172,9 @@ class DeadLetter:
 
     def owner(self, scope: Scope) -> str | None:
         """The type of this DLQ's queue it belongs to, if its body names one."""
-        return self.job_type if self.job_type in scope.queue_types else None
+        if self.job_type in scope.queue_types or self.job_type == CANARY_TYPE:  # every runner serves the canary
+            return self.job_type
+        return None
 
     def selected(self, scope: Scope, ids: Iterable[str] = (), *, message_ids_only: bool = False) -> bool:
         """Whether it is in ``scope`` and has one of ``ids`` (job or message IDs;

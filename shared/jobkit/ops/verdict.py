@@ -30,6 +30,7 @@ from jobkit.errors import SpecError, UnknownJobType
 from jobkit.ops.bodies import safe_text
 from jobkit.params_schema import InvalidParams, ParamsSchema
 from jobkit.records import TIMED_OUT, FailureRecord, FinalAttempt, JobRuns
+from jobkit.resources import CANARY_TYPE
 from jobkit.spec import JobSpecification
 
 
@@ -127,7 +128,7 @@ def check_params(spec: JobSpecification, schema: ParamsSchema | None) -> Verdict
 def check_type(spec: JobSpecification, queue: str, queue_types: tuple[str, ...]) -> Verdict | None:
     """The runner's routing check, made again: the type must be one of this
     DLQ's queue. ``None``: it is."""
-    if spec.type not in queue_types:
+    if spec.type not in queue_types and spec.type != CANARY_TYPE:  # every runner serves jobkit verify's canary
         error = UnknownJobType(
             spec.type, f"not a type of queue {queue!r}, whose DLQ this is (it serves {', '.join(queue_types)})"
         )

@@ -5,17 +5,17 @@ what they recorded in the jobs table, and cleaned up after (see
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from jobkit.canary import EXPIRES_PARAM
 from jobkit.config import Declaration, QueueConfig
 from jobkit.ops.verify.check import Check, Clients, VerifyRefused, call
+from jobkit.ops.verify.dead_letters import CanaryDeadLetters
 from jobkit.ops.verify.wiring import WiringChecks
 from jobkit.records import JobState, JobStatus
 from jobkit.resources import CANARY_TYPE, RUNNER_RECURSIVE_LOOP
@@ -32,6 +32,8 @@ DELAY_HOP_S, DELAY_HOPS = 3, 3
 CANARY_LIFETIME_S = 15 * 60
 #: The canary checks, in the order they are reported for each queue.
 CANARY_CHECKS = ("runs", "delay", "chain", "dead letter")
+#: How far this machine's clock may be from AWS's: canaries carry its time.
+MAX_CLOCK_SKEW_S = 60
 
 
 @dataclass
@@ -70,6 +72,9 @@ class Verify:
         self._on_check = on_check or (lambda _: None)
         self._run = uuid.uuid4().hex[:10]
         self._dead_taken: set[str] = set()  # the queues whose dead-lettered canary was found and deleted
+        self._dead = CanaryDeadLetters(clients.sqs, lambda queue: self._url(queue, dlq=True), self._run)
+        #: The canaries that may still run, or reach a DLQ, after verify ends (set by :meth:`run`).
+        self.left_behind: list[str] = []
         self._wiring = WiringChecks(declaration, clients, self._url)
         self.checks: list[Check] = []
 
@@ -78,8 +83,10 @@ class Verify:
     def run(self, queues: Sequence[QueueConfig]) -> list[Check]:
         sent: dict[str, list[_Canary]] = {}
         try:
+            if queues:
+                self._preflight(queues[0])
             for queue in queues:
-                sent[queue.name] = self._send(queue)
+                self._send(queue, sent)
             self._await_and_judge(queues, sent)
             for queue in queues:
                 for check in self._wiring.checks(queue):
@@ -87,6 +94,27 @@ class Verify:
         finally:
             self._clean(sent)
         return self.checks
+
+    def _preflight(self, queue: QueueConfig) -> None:
+        """Before any canary is sent: the jobs table can be read (or verify says
+        why, naming it), and this machine's clock agrees with AWS's, whose
+        runners judge a canary by the times it carries."""
+        table = f"table {self._declaration.table_name}"
+        call("dynamodb:Query", lambda: self._clients.records.statuses(CANARY_TYPE, f"canary-{self._run}"), table)
+        url = self._url(queue.name)
+        response = call(
+            "sqs:GetQueueAttributes",
+            lambda: self._clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"]),
+        )
+        date = (response.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
+        with contextlib.suppress(TypeError, ValueError):
+            skew = self._now() - parsedate_to_datetime(date).timestamp()
+            if abs(skew) > MAX_CLOCK_SKEW_S:
+                raise VerifyRefused(
+                    f"this machine's clock is {abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} AWS's (the"
+                    " Date of SQS's answer): the runners would refuse its canaries as from the future or drop them"
+                    " as expired; set the clock (NTP) and run again"
+                )
 
     def _add(self, check: Check) -> None:
         self.checks.append(check)
@@ -120,7 +148,9 @@ class Verify:
         ]
         return [c for c in canaries if c.check in self._checks]
 
-    def _send(self, queue: QueueConfig) -> list[_Canary]:
+    def _send(self, queue: QueueConfig, sent: dict[str, list[_Canary]]) -> None:
+        """Send the queue's canaries in one batch; those SQS took go into ``sent``
+        (to be cleaned up) even when it refused others."""
         url = self._url(queue.name)
         canaries = self._canaries(queue)
         now = self._now()
@@ -134,10 +164,11 @@ class Verify:
             for n, canary in enumerate(canaries)
         ]
         response = call("sqs:SendMessage", lambda: self._clients.sqs.send_message_batch(QueueUrl=url, Entries=entries))
+        taken = {entry.get("Id") for entry in response.get("Successful") or []}
+        sent[queue.name] = [canary for n, canary in enumerate(canaries) if str(n) in taken]
         failed = response.get("Failed") or []
         if failed:
             raise VerifyRefused(f"SQS refused the canaries for queue {queue.name}: {failed[0].get('Message')}")
-        return canaries
 
     def _await_and_judge(self, queues: Sequence[QueueConfig], sent: Mapping[str, list[_Canary]]) -> None:
         """Poll the jobs table (and the DLQs) once a second until every canary's
@@ -189,7 +220,7 @@ class Verify:
         seen = "; ".join(
             f"{c.id}: {s.state.value if s else self._where(queue, c)}" for c, s in zip(twins, statuses, strict=True)
         )
-        runs = "a canary ran" if ran else f"no canary ran within {self._timeout_s:.0f} s ({seen})"
+        runs = "a canary ran" if ran else f"no canary ran within {self._timeout_s:.0f} s ({seen}){NOT_RUN}"
         return [
             Check("runs", queue.name, bool(ran), runs),
             Check("duplicate", queue.name, False, f"no twin was skipped as a duplicate ({seen})"),
@@ -212,25 +243,45 @@ class Verify:
             return []
         where = self._where(queue, canary)
         detail = f"not run within {self._timeout_s:.0f} s: {where}"
-        if check == "chain":
+        if check == "chain" and self._recursion(queue) != RUNNER_RECURSIVE_LOOP:
             detail += (
                 f". Lambda's recursive loop detection stops a chain of sends at its 16th round unless the runner has"
-                f" RecursiveLoop: {RUNNER_RECURSIVE_LOOP} (jobkit template sets it): deploy the current template"
+                f" RecursiveLoop: {RUNNER_RECURSIVE_LOOP} (jobkit template sets it): deploy the current template."
+                f" The stopped canary reaches {self._declaration.dlq_name(queue.name)} after its receives:"
+                f" delete it with `jobkit dlq delete {queue.name} {canary.id}`"
             )
+        elif check == "chain":
+            detail += f" (the chain needs about {CHAIN_HOPS + 1} s: run again with a longer --timeout?)"
+        else:
+            detail += NOT_RUN
         return [Check(check, queue.name, False, detail)]
+
+    def _recursion(self, queue: QueueConfig) -> str | None:
+        """The runner's RecursiveLoop setting (``None`` when it cannot be read)."""
+        with contextlib.suppress(Exception):
+            function = self._declaration.names.runner(queue.name)
+            found = self._clients.lambda_.get_function_recursion_config(FunctionName=function)
+            return str(found.get("RecursiveLoop"))
+        return None
 
     def _judge_dead_letter(self, queue: QueueConfig, canary: _Canary, final: bool) -> list[Check]:
         reason = self._failure_reason(canary)  # the runner writes it before the DLQ copy
         if reason is not None and self._take_dead_letter(queue, canary):
             ok = reason == "non_retryable"
             detail = f"in the DLQ with its reason, {reason}" + ("" if ok else " (expected non_retryable)")
+            earlier = sorted(self._dead.earlier.get(queue.name, ()))
+            if earlier:
+                detail += (
+                    f"; {len(earlier)} canary(ies) of earlier runs are in the DLQ too (runs that were stopped):"
+                    f" delete each with `jobkit dlq delete {queue.name} ID`, e.g. {earlier[0]}"
+                )
             return [Check("dead letter", queue.name, ok, detail + "; removed", {"reason": reason})]
         if not final:
             return []
         if reason is not None:
             detail = f"dead-lettered ({reason}), but its message was not found in {queue.name}'s DLQ"
         else:
-            detail = f"not dead-lettered within {self._timeout_s:.0f} s: {self._where(queue, canary)}"
+            detail = f"not dead-lettered within {self._timeout_s:.0f} s: {self._where(queue, canary)}{NOT_RUN}"
         return [Check("dead letter", queue.name, False, detail)]
 
     def _failure_reason(self, canary: _Canary) -> str | None:
@@ -248,22 +299,9 @@ class Verify:
         return queue.name in self._dead_taken
 
     def _take_dead_letters(self, queue: str, job_ids: set[str]) -> int:
-        """Delete the messages of these jobs from the queue's DLQ; the DLQ's other
-        messages are read without being consumed (:class:`QueueScan`)."""
-        from jobkit.ops.scan import QueueScan
-
-        url, taken = self._url(queue, dlq=True), 0
-        with QueueScan(self._clients.sqs, url, visibility_timeout_s=10) as scan:
-            for batch in call("sqs:ReceiveMessage", lambda: list(scan.batches())):
-                for message in batch:
-                    if _job_id(message.get("Body")) in job_ids:
-                        delete = functools.partial(
-                            self._clients.sqs.delete_message, QueueUrl=url, ReceiptHandle=message["ReceiptHandle"]
-                        )
-                        call("sqs:DeleteMessage", delete)
-                        scan.forget([message["MessageId"]])
-                        taken += 1
-        return taken
+        """Delete the messages of these canaries from the queue's DLQ; the DLQ's
+        other messages are read without being consumed."""
+        return self._dead.take(queue, job_ids)
 
     def _where(self, queue: QueueConfig, canary: _Canary) -> str:
         """What was last seen of a canary: the queue's depth and its DLQ's."""
@@ -278,6 +316,11 @@ class Verify:
             )["Attributes"]
         except Exception:
             return "no status record, and the queue could not be read"
+        dead = {}
+        with contextlib.suppress(Exception):
+            dead = self._dead.reasons(queue.name, {canary.id})
+        if canary.id in dead:  # the runner's reason (a clock it refused, say), before the clean-up deletes it
+            return f"no status record; it is in {self._declaration.dlq_name(queue.name)}: {dead[canary.id]}"
         return (
             f"no status record; queue {queue.name} holds {attributes.get('ApproximateNumberOfMessages')} visible,"
             f" {attributes.get('ApproximateNumberOfMessagesNotVisible')} in flight,"
@@ -291,6 +334,7 @@ class Verify:
     def _clean(self, sent: Mapping[str, list[_Canary]]) -> None:
         """Delete what the canaries left: their records, and any of them in a DLQ
         (the failing one; one that a misconfigured stack dead-lettered)."""
+        passed = {(c.queue, c.name) for c in self.checks if c.ok}
         failed = {c.queue for c in self.checks if not c.ok and c.name in (*CANARY_CHECKS, "duplicate")}
         for queue_name, canaries in sent.items():
             untaken = "dead letter" in self._checks and queue_name not in self._dead_taken
@@ -299,6 +343,22 @@ class Verify:
                     self._take_dead_letters(queue_name, {c.id for c in canaries})
             for canary in canaries:
                 self._delete_records(canary)
+                if (queue_name, canary.check) not in passed:
+                    self.left_behind.append(self._left(queue_name, canary))
+
+    def _left(self, queue: str, canary: _Canary) -> str:
+        """What a canary whose fate verify did not see may still do."""
+        if canary.check == "dead letter":
+            return (
+                f"{canary.id}: may still reach {self._declaration.dlq_name(queue)}:"
+                f" delete it with `jobkit dlq delete {queue} {canary.id}`"
+            )
+        dlq = self._declaration.dlq_name(queue)
+        return (
+            f"{canary.id} ({canary.check}): may still run before it expires (15 min after it was sent), leaving a"
+            f" status record that expires in 14 days; stopped by Lambda, it reaches {dlq}:"
+            f" delete it there with `jobkit dlq delete {queue} {canary.id}`"
+        )
 
     def _delete_records(self, canary: _Canary) -> None:
         """The canary's status and failure records, and its duplicate claim."""
@@ -316,9 +376,8 @@ class Verify:
         return url
 
 
-def _job_id(body: Any) -> str | None:
-    try:
-        data = json.loads(body) if isinstance(body, str) else None
-    except ValueError:
-        return None
-    return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
+#: What a canary that did not run asks the operator to look at.
+NOT_RUN = (
+    ". Is the runner's event source mapping enabled, and may its role read the queue and write the jobs table?"
+    " Its log group says why a batch failed (docs/runbook.md, 'After a deploy')"
+)

@@ -35,18 +35,21 @@ class Clients:
     records: Any  # jobkit.records.store.Records
 
 
-def call(permission: str, request: Callable[[], Any]) -> Any:
+def call(permission: str, request: Callable[[], Any], what: str = "") -> Any:
     """Make one request verify cannot go on without: a refusal is :class:`VerifyRefused`."""
     try:
         return request()
     except VerifyRefused:
         raise
     except Exception as exc:
-        raise VerifyRefused(refused(exc, permission, "")) from exc
+        raise VerifyRefused(refused(exc, permission, what)) from exc
 
 
-def refused(exc: Exception, permission: str, what: str) -> str:
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
+def refused(exc: BaseException, permission: str, what: str) -> str:
+    """One line for a refused request: what to do when AWS said why (an error of
+    the jobs table's store carries AWS's as its cause)."""
+    cause = exc if hasattr(exc, "response") else exc.__cause__
+    code = getattr(cause, "response", {}).get("Error", {}).get("Code") if cause is not None else None
     if code in ("AccessDenied", "AccessDeniedException", "AccessDeniedException.Unauthorized"):
         return f"{permission} was refused{' on ' + what if what else ''}: attach the stack's OperatorPolicy"
     if code in ("ResourceNotFoundException", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):

@@ -39,7 +39,10 @@ class WiringChecks:
         ok = dlq == expected and count == queue.max_receive_count
         detail = f"DLQ {dlq or 'none'}, maxReceiveCount {count}"
         if not ok:
-            detail += f" (declared: {expected}, {queue.max_receive_count})"
+            detail += (
+                f" (declared: {expected}, {queue.max_receive_count}): deploy the current template, which sets it"
+                " (a policy changed by hand changes how many attempts a job gets)"
+            )
         return Check("redrive policy", queue.name, ok, detail)
 
     def _recursion(self, queue: QueueConfig) -> Check:
@@ -84,7 +87,11 @@ class WiringChecks:
             f"{found['state']}, batch size {found['batch_size']}, MaximumConcurrency {found['max_concurrency']},"
             f" ReportBatchItemFailures {'on' if found['batch_item_failures'] else 'off'}"
         )
-        return Check("event source", queue.name, not wrong, detail + (f": {'; '.join(wrong)}" if wrong else ""), found)
+        if wrong:
+            detail += f": {'; '.join(wrong)}: deploy the current template"
+            if found["state"] != "Enabled":
+                detail += " (or enable it: aws lambda update-event-source-mapping --uuid ... --enabled)"
+        return Check("event source", queue.name, not wrong, detail, found)
 
     def _alarms(self, queue: QueueConfig) -> Check:
         wanted = [
@@ -111,9 +118,14 @@ class WiringChecks:
         ok = not missing and not alarming
         parts = [f"{len(wanted) - len(missing)} of {len(wanted)} found"]
         if missing:
-            parts.append("missing: " + ", ".join(missing))
+            parts.append("missing: " + ", ".join(missing) + " (deploy the current template)")
         if alarming:
-            parts.append("in ALARM: " + ", ".join(alarming))
+            parts.append(
+                "in ALARM: "
+                + ", ".join(alarming)
+                + " (docs/runbook.md says what each means; a verify run's dead-letter canary in the last few"
+                " minutes can set off the DLQ alarm: --no-dead-letter leaves it alone)"
+            )
         return Check("alarms", queue.name, ok, "; ".join(parts))
 
     def _all_alarms(self) -> Iterable[dict[str, Any]]:
