@@ -13,41 +13,58 @@ class Outcome(StrEnum):
     Each outcome carries what the rest of jobkit needs to know of it, so that
     adding one is an edit of this class only: its EMF count metric, whether it
     ends the job, which column of a run's tally it falls in (in the order of
-    the members), and another outcome's metric that also counts it.
+    the members), what a ``track_status`` job's status record says after it
+    (:data:`STATUS_SUCCEEDED`, :data:`STATUS_SKIPPED`, :data:`STATUS_FAILED`,
+    or ``None``: it stays as it was), and another outcome's metric that also
+    counts it.
     """
 
     metric: str
     is_final: bool  # the job is finished: no copy of it will be delivered again
     tally: str | None  # the column of a run's tally (the demo's table); None: not final
+    status: str | None  # what the job's status record says after it; None: unchanged
     counted_in: str | None  # the metric of another outcome that also counts this one
 
     def __new__(
-        cls, value: str, metric: str, is_final: bool, tally: str | None, counted_in: str | None = None
+        cls,
+        value: str,
+        metric: str,
+        is_final: bool,
+        tally: str | None,
+        status: str | None,
+        counted_in: str | None = None,
     ) -> Outcome:
         member = str.__new__(cls, value)
         member._value_ = value
         member.metric = metric
         member.is_final = is_final
         member.tally = tally
+        member.status = status
         member.counted_in = counted_in
         return member
 
-    SUCCEEDED = "succeeded", "Succeeded", True, "run"  # ran, and succeeded
-    SUPERSEDED = "superseded", "Superseded", True, "superseded"  # skipped: a newer root job replaced this leaf
-    DUPLICATE = "duplicate", "Duplicate", True, "duplicate"  # skipped: an identical job started later and succeeded
-    REDELIVERED = "redelivered", "Redelivered", True, "duplicate"  # skipped: a deliver_once job that already ran
-    DEBOUNCED = (
-        "debounced",
-        "Debounced",
-        True,
-        "debounced",
-    )  # skipped: a job with its debounce key pushed later owns the run
-    DEAD_LETTERED = "dead_lettered", "DeadLettered", True, "dead-lettered"  # ran, failed for the last time
-    POISONED = "poisoned", "Poisoned", True, "dead-lettered", "DeadLettered"  # could not be parsed or resolved
-    RETRIED = "retried", "Retried", False, None  # ran, failed, and will be retried
-    DEFERRED = "deferred", "Deferred", False, None  # re-enqueued: an identical job is running right now
-    DELAYED = "delayed", "Delayed", False, None  # re-enqueued: not yet released (a delay hop, a debounce wait)
-    LIMITED = "limited", "Limited", False, None, "Deferred"  # re-enqueued: over its concurrency or rate limit
+    # ran, and succeeded
+    SUCCEEDED = "succeeded", "Succeeded", True, "run", "succeeded"
+    # skipped: a newer root job replaced this leaf
+    SUPERSEDED = "superseded", "Superseded", True, "superseded", "skipped"
+    # skipped: an identical job started later and succeeded
+    DUPLICATE = "duplicate", "Duplicate", True, "duplicate", "skipped"
+    # skipped: a deliver_once job that already ran (its status already says it succeeded)
+    REDELIVERED = "redelivered", "Redelivered", True, "duplicate", None
+    # skipped: a job with its debounce key pushed later owns the run
+    DEBOUNCED = "debounced", "Debounced", True, "debounced", "skipped"
+    # ran, failed for the last time
+    DEAD_LETTERED = "dead_lettered", "DeadLettered", True, "dead-lettered", "failed"
+    # could not be parsed or resolved (no job to record a status of)
+    POISONED = "poisoned", "Poisoned", True, "dead-lettered", None, "DeadLettered"
+    # ran, failed, and will be retried (or could not be re-enqueued: see RecordResult.status)
+    RETRIED = "retried", "Retried", False, None, "failed"
+    # re-enqueued: an identical job is running right now
+    DEFERRED = "deferred", "Deferred", False, None, None
+    # re-enqueued: not yet released (a delay hop, a debounce wait)
+    DELAYED = "delayed", "Delayed", False, None, None
+    # re-enqueued: over its concurrency or rate limit
+    LIMITED = "limited", "Limited", False, None, None, "Deferred"
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -96,6 +113,15 @@ class RecordResult:
     def failed(self) -> bool:
         """The attempt ran and failed."""
         return self.ran and self.outcome in (Outcome.RETRIED, Outcome.DEAD_LETTERED)
+
+    @property
+    def status(self) -> str | None:
+        """What a ``track_status`` job's status record says after this result
+        (``None``: unchanged). A retry with a reason is a re-enqueue that failed:
+        the job did not run, so its status stays."""
+        if self.outcome is Outcome.RETRIED and self.reason is not None:
+            return None
+        return self.outcome.status
 
     @property
     def report_failure(self) -> bool:

@@ -174,3 +174,39 @@ def test_status_records_round_trip_and_are_replaced(records: Records) -> None:
     records.put_status(replace(done, domain=None), 2**31)
     assert records.statuses("tracked", "j1")[0] == replace(done, domain=None)
     assert records.statuses("tracked", "j2") == []
+
+
+def test_a_debounced_tracked_job_shows_it_was_skipped_and_why() -> None:
+    from jobkit.clock import VirtualClock
+    from jobkit.config import parse_declaration
+
+    declaration = parse_declaration(
+        {
+            "types": {
+                "edits": {
+                    "class": "testjobs:NoopJob",
+                    "track_status": True,
+                    "debounce": {"key": "params.page", "wait_s": 5},
+                }
+            }
+        },
+        source="test",
+    )
+    with LocalStack(declaration, clock=VirtualClock(START)) as local:
+        # Given two edits of one page pushed a second apart
+        group = local.queue_group("enwiki")
+        first = JobSpecification("edits", {"page": "Paris", "n": 1})
+        group.push(first)
+        local.clock.advance(1)  # type: ignore[attr-defined]
+        later = JobSpecification("edits", {"page": "Paris", "n": 2})
+        group.push(later)
+        local.drain()
+        # Then the first's status says it was skipped, debounced by the later one,
+        # which succeeded: `jobkit job ID` finds both
+        outcomes = {r.job_id: r.outcome for r in local.results.results if r.outcome.is_final}
+        assert outcomes == {first.id: Outcome.DEBOUNCED, later.id: Outcome.SUCCEEDED}
+        [skipped] = local.records.statuses("edits", first.id)
+        assert skipped.state is JobState.SKIPPED and skipped.note is not None
+        assert skipped.note.startswith("debounced: job ") and later.id in skipped.note
+        [ran] = local.records.statuses("edits", later.id)
+        assert ran.state is JobState.SUCCEEDED

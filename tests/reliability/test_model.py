@@ -857,13 +857,19 @@ class JobModel(RuleBasedStateMachine):
             seen = seen | {owner}
             return any(covers(next_owner, job, seen) for next_owner in debounced_by.get(owner, set()) - seen)
 
+        def died_after(key: str, at: float) -> bool:
+            return bool(evidence[key].dead_letters) and any(run.started_at >= at for run in evidence[key].runs)
+
         def window_ran_for(job: str) -> bool:
             # the window's work was done for it: a job of its window, pushed no earlier,
-            # succeeded in a run that began after it was ready (whichever job the reason named:
-            # an owner may be superseded after a later job took its window over), or the job
-            # itself did (another push of its ID ran)
+            # succeeded in a run that began after it was ready, or ran then and was
+            # dead-lettered (its failure stands for both), whichever job the reason named:
+            # an owner may be superseded after a later job took its window over; or the
+            # job itself did (another push of its ID ran)
             return any(
-                window(k) == window(job) and max(pushed[k]) >= min(pushed[job]) and runs_after(k, ready(job))
+                window(k) == window(job)
+                and max(pushed[k]) >= min(pushed[job])
+                and (runs_after(k, ready(job)) or died_after(k, ready(job)))
                 for k in sent
             )
 

@@ -33,6 +33,7 @@ def lambda_control_plane() -> Iterator[None]:
     responses: Any = importlib.import_module("moto.awslambda.responses").LambdaResponse
     function_class: Any = importlib.import_module("moto.awslambda.models").LambdaFunction
     original_create = function_class.create_from_cloudformation_json.__func__
+    original_descriptor = function_class.__dict__.get("create_from_cloudformation_json")
 
     def function_name(response: Any) -> str:
         return unquote(response.path.rstrip("/").rsplit("/", 2)[-2])
@@ -73,7 +74,10 @@ def lambda_control_plane() -> Iterator[None]:
                 delattr(responses, name)
             else:
                 setattr(responses, name, before)
-        function_class.create_from_cloudformation_json = classmethod(original_create)
+        if original_descriptor is None:  # inherited: the class had none of its own
+            del function_class.create_from_cloudformation_json
+        else:
+            function_class.create_from_cloudformation_json = original_descriptor
 
 
 def recursion_setting(function_name: str, account_id: str, region: str) -> str:

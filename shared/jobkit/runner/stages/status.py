@@ -1,6 +1,7 @@
 """Job status for ``track_status`` types: ``running`` when an attempt starts,
-then ``succeeded``, ``failed`` (and whether it will be retried) or ``skipped``
-(a duplicate, or superseded). Other types get the tracker that writes nothing,
+then what the result's outcome says (:attr:`jobkit.outcome.Outcome.status`):
+``succeeded``, ``failed`` (and whether it will be retried) or ``skipped`` (a
+duplicate, superseded, or debounced). Other types get the tracker that writes nothing,
 and cost no request. See :mod:`jobkit.status.tracker`."""
 
 from __future__ import annotations
@@ -8,15 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.outcome import RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
 from jobkit.status.tracker import RecordingStatusTracker
 
 if TYPE_CHECKING:
     from jobkit.records.store import Records
-
-_SKIPPED = (Outcome.DUPLICATE, Outcome.SUPERSEDED)  # a redelivery's status already says it succeeded
 
 
 class Status(Stage):
@@ -38,10 +37,10 @@ class Status(Stage):
         if delivery is None:
             return
         now = self._clock.now()
-        if result.outcome is Outcome.SUCCEEDED:
+        status = result.status  # each outcome says what it means for the status (jobkit.outcome)
+        if status == "succeeded":
             delivery.status.succeeded(now)
-        elif result.outcome in _SKIPPED:
+        elif status == "skipped":
             delivery.status.skipped(now, f"{result.outcome}: {result.reason}")
-        elif result.outcome is Outcome.DEAD_LETTERED or (result.outcome is Outcome.RETRIED and result.reason is None):
-            # a re-enqueue that failed (a reason, and retried) leaves the status as it was: the job did not run
-            delivery.status.failed(now, result.error or "", will_retry=result.outcome is Outcome.RETRIED)
+        elif status == "failed":
+            delivery.status.failed(now, result.error or "", will_retry=not result.outcome.is_final)
