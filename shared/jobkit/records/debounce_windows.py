@@ -55,6 +55,7 @@ class Debounced:
 
     by: str  # the owner, as "domain/id" for messages and logs
     same_job: bool = False  # the owner is another push of this very job ID
+    latest: str | None = None  # the owner's ref (:func:`job_ref`)
 
     @property
     def reason(self) -> str:
@@ -176,7 +177,7 @@ def _window(job_type: str, domain: str | None, key: str) -> tuple[str, str]:
 
 def _debounced_by(found: Item, ref: str) -> Debounced:
     latest = found.get("latest")
-    return Debounced(shown(latest), same_job=latest == ref)
+    return Debounced(shown(latest), same_job=latest == ref, latest=str(latest) if latest is not None else None)
 
 
 def _is_number(value: object) -> bool:

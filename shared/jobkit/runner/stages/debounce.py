@@ -127,6 +127,10 @@ class DebounceStage(Stage):
         """The answer for a job of the batch pushed before the one that registered for its window."""
         owner = step.delivery
         lost: Debounced | None = owner.noted(self)
+        if lost is not None and lost.latest == job_ref(earlier.spec.domain, earlier.spec.id):
+            # the job outside the batch that owns the run is this one (another delivery of
+            # it registered): it is not debounced by itself, it claims its own run
+            return self._step(_Step(earlier, step.key, registered=False))
         if lost is not None:  # a later job outside the batch owns the run
             same = lost.same_job and earlier.spec.id == owner.spec.id
             return self._debounced(earlier, lost.reason if same else f"job {lost.by} was pushed later")
