@@ -82,3 +82,21 @@ def test_a_users_own_moto_test_sees_plain_moto(test_declaration: Declaration, or
     with LocalStack(test_declaration, clock=VirtualClock(START)):
         pass
     users_test()
+
+
+def test_a_moto_the_stack_was_not_written_for_is_refused_loudly_before_anything_changes(
+    test_declaration: Declaration, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobkit.local.moto_patches import MotoUnsupported
+    from jobkit.local.moto_patches import check as moto_check
+
+    before = current()
+    monkeypatch.setattr(moto_check, "NEEDED", (*moto_check.NEEDED, ("moto.sqs.models", "SQSBackend.no_such_method")))
+    with pytest.raises(MotoUnsupported, match=r"lacks .*moto\.sqs\.models\.SQSBackend\.no_such_method"):
+        LocalStack(test_declaration, clock=VirtualClock(START)).start()
+    assert current() == before  # nothing was changed
+    monkeypatch.undo()
+    monkeypatch.setattr(moto_check.importlib.metadata, "version", lambda name: "6.0.0")
+    with pytest.raises(MotoUnsupported, match=r"written for moto 5\.x; moto 6\.0\.0 is installed"):
+        LocalStack(test_declaration, clock=VirtualClock(START)).start()
+    assert current() == before

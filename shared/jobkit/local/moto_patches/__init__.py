@@ -84,6 +84,7 @@ import contextlib
 from collections.abc import Iterator
 
 from jobkit.clock import VirtualClock
+from jobkit.local.moto_patches.check import MotoUnsupported, check_moto
 from jobkit.local.moto_patches.clock import moto_on_clock
 from jobkit.local.moto_patches.cloudwatch import cloudwatch_percentiles, drop_metric_data_before, percentile
 from jobkit.local.moto_patches.dynamodb import serial_dynamodb
@@ -94,6 +95,7 @@ from jobkit.local.moto_patches.sqs_receive import faster_receives, indexed_queue
 
 __all__ = [
     "IndexedMessages",
+    "MotoUnsupported",
     "SentCounts",
     "aws_visibility_limit",
     "cloudwatch_percentiles",
@@ -120,7 +122,12 @@ def patched_moto(*, clock: VirtualClock | None = None, sent: SentCounts | None =
     Args:
         clock: moto reads this clock (a :class:`VirtualClock`), not the system's.
         sent: counts the messages each queue accepts (:func:`counting_sends`).
+
+    Raises:
+        MotoUnsupported: the installed moto lacks what these change or read
+            (checked first: nothing is changed then).
     """
+    check_moto()
     with contextlib.ExitStack() as patches:
         patches.enter_context(indexed_queues())
         patches.enter_context(memoised_moto())
