@@ -14,7 +14,6 @@ A new key is one :class:`TypeOption` in its feature's module and one field of
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +142,8 @@ def reference(options: Sequence[TypeOption]) -> str:
     """The commented reference of the keys, one entry each, in the style of
     the jobs.toml files jobkit ships: the key and its default, then its text,
     from the text column on (on the next line when the default is long)."""
+    import textwrap  # here: only the reference needs it, never a runner's cold start
+
     indent = "#" + " " * (_TEXT_COLUMN - 1)
     lines = []
     for option in options:

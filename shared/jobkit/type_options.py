@@ -35,10 +35,6 @@ class Backoff:
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _number(low: float, high: float, expected: str) -> Callable[[Where, Any], Any]:
-    return lambda where, raw: where.check(raw, num_in(low, high), expected)
-
-
 def _integer(low: int, high: int, expected: str) -> Callable[[Where, Any], Any]:
     return lambda where, raw: where.check(raw, int_in(low, high), expected)
 

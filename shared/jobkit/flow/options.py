@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from jobkit.errors import ConfigError
-from jobkit.options import TypeOption, Where, int_in, num_in
+from jobkit.options import TypeOption, Where, int_in, no_unknown_keys, num_in
 
 if TYPE_CHECKING:
     from jobkit.spec import JobSpecification
@@ -179,9 +179,7 @@ def _options(source: str, key: str, raw: Any, allowed: set[str], *, required: se
         return None
     if not isinstance(raw, Mapping):
         raise ConfigError(source, key, f"must be a table like {{ {', '.join(sorted(required))} = ... }}, got {raw!r}")
-    for name in raw:
-        if name not in allowed:
-            raise ConfigError(source, f"{key}.{name}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    no_unknown_keys(Where(source, key), raw, allowed)
     for name in sorted(required):
         if name not in raw:
             raise ConfigError(source, f"{key}.{name}", "is required")
@@ -208,10 +206,7 @@ def _if_unavailable(source: str, key: str, table: Mapping[str, Any], default: If
 def _get(
     source: str, key: str, table: Mapping[str, Any], option: str, default: Any, ok: Callable[[Any], bool], expected: str
 ) -> Any:
-    value = table.get(option, default)
-    if not ok(value):
-        raise ConfigError(source, f"{key}.{option}", f"{expected}, got {value!r}")
-    return value
+    return Where(source, key).at(option).check(table.get(option, default), ok, expected)
 
 
 # -- the keys ------------------------------------------------------------------------------------
