@@ -47,9 +47,11 @@ checkov: $(VENV)/.dev .venv-checkov/.installed
 	mkdir -p build && $(BIN)/python -c "import json,pathlib; from jobkit.local.cloudformation import load_template, translate; pathlib.Path('build/template.translated.json').write_text(json.dumps(translate(load_template(pathlib.Path('template.yaml')), parameters={'Prefix': 'jobkit'})))"
 	.venv-checkov/bin/checkov -f build/template.translated.json --framework cloudformation --compact --quiet --skip-download
 
-# The reference of the [types.NAME] keys in infra/jobs.toml, from the keys the features declare.
+# The reference of the [types.NAME] keys in infra/jobs.toml, from the keys the features declare,
+# and the runner's stage chart in docs/architecture.md, from the declared stages.
 reference: $(VENV)/.local
 	$(BIN)/python -c "from jobkit.config import TYPE_OPTIONS; from jobkit.options import write_reference; write_reference(TYPE_OPTIONS, 'infra/jobs.toml')"
+	$(BIN)/python -c "from jobkit.runner.stages import write_stage_chart; write_stage_chart('docs/architecture.md')"
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

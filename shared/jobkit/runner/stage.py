@@ -3,7 +3,7 @@
 At the start of each SQS batch the runner calls ``begin_batch()``. Then it
 turns each record into a :class:`~jobkit.runner.delivery.Delivery`
 (or poison), and calls each stage's hooks in the order the stages are
-wired (:func:`jobkit.runner.stages.standard_stages`):
+declared (:data:`jobkit.runner.stages.STAGES`):
 
 1. ``admit_batch(deliveries)``, stage after stage, each with the batch's
    deliveries that the stages before it let through. It answers per delivery:
@@ -99,6 +99,13 @@ class Run:
 
 class Stage:
     """Base class of the runner's stages: every hook does nothing."""
+
+    @classmethod
+    def from_kit(cls, kit: Any, parts: Any) -> Stage:
+        """The stage, built from the runner's collaborators (a
+        :class:`jobkit.runner.stages.StageKit`) and its shared helpers (a
+        :class:`jobkit.runner.stages.Parts`): what :data:`jobkit.runner.stages.STAGES` calls."""
+        raise NotImplementedError(f"{cls.__name__} is not declared in jobkit.runner.stages.STAGES")
 
     def begin_batch(self) -> None:
         """An SQS batch begins (the last one may have died mid-way)."""

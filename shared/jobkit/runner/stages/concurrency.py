@@ -28,10 +28,17 @@ from jobkit.runner.stage import Later, Stage
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from jobkit.runner.stages import Parts, StageKit
+
 log = logging.getLogger(__name__)
 
 
 class Concurrency(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> Concurrency:
+        table = kit.table
+        return cls(table.records.leases, kit.clock, parts.hold, table.dedup.parallel)
+
     def __init__(self, leases: Leases, clock: Clock, hold: Hold, parallel: Parallel) -> None:
         self._leases = leases
         self._clock = clock

@@ -30,6 +30,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
 from jobkit.dedup.admission import SUPERSEDED_REASON, Admission, Verdict
@@ -43,6 +44,9 @@ from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Later, Stage
 from jobkit.spec import JobSpecification
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
+
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,20 @@ class _Step:
 
 
 class DebounceStage(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> DebounceStage:
+        table = kit.table
+        dedup = table.dedup
+        return cls(
+            table.records.debounce_windows,
+            kit.clock,
+            parts.requeue,
+            parts.hold,
+            dedup.parallel,
+            dedup.superseded,
+            dedup.already_delivered,
+        )
+
     def __init__(
         self,
         windows: DebounceWindows,

@@ -33,6 +33,8 @@ from jobkit.runner.stage import LATER, Later, Run, Stage
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from jobkit.runner.stages import Parts, StageKit
+
 log = logging.getLogger(__name__)
 
 #: The note of a delivery claimed with its batch whose root is still to be confirmed.
@@ -48,6 +50,10 @@ _SKIPPED = {
 
 
 class Dedup(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> Dedup:
+        return cls(kit.table.dedup, kit.clock, parts.requeue, parts.failures)
+
     def __init__(self, store: DedupStore, clock: Clock, requeue: Requeue, failures: Failures) -> None:
         self._store = store
         self._clock = clock

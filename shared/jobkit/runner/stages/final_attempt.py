@@ -5,13 +5,22 @@ finished" (see :mod:`jobkit.runner.attempts`). Earlier attempts cost no request.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jobkit.records import FinalAttempt as FinalAttemptRecord
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
 
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
+
 
 class FinalAttempt(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> FinalAttempt:
+        return cls(parts.attempts)
+
     def __init__(self, attempts: Attempts) -> None:
         self._attempts = attempts
 

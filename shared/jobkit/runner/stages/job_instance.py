@@ -17,9 +17,14 @@ from jobkit.runner.stage import JOB_ERRORS, Stage
 
 if TYPE_CHECKING:
     from jobkit.job import QueueGroup
+    from jobkit.runner.stages import Parts, StageKit
 
 
 class JobInstance(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> JobInstance:
+        return cls(parts.failures, kit.group_factory)
+
     def __init__(self, failures: Failures, group_factory: Callable[[str | None], QueueGroup] | None) -> None:
         self._failures = failures
         self._group_factory = group_factory

@@ -9,6 +9,7 @@ receives went to batches that died first: this receive is the last attempt).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from jobkit.errors import JobFailed
 from jobkit.outcome import Outcome, RecordResult
@@ -17,10 +18,17 @@ from jobkit.runner.delivery import Delivery
 from jobkit.runner.failures import Failures
 from jobkit.runner.stage import Stage
 
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
+
 log = logging.getLogger(__name__)
 
 
 class PastLastAttempt(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> PastLastAttempt:
+        return cls(parts.attempts, parts.failures)
+
     def __init__(self, attempts: Attempts, failures: Failures) -> None:
         self._attempts = attempts
         self._failures = failures

@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from jobkit.outcome import RecordResult
 from jobkit.runner.delivery import Delivery, MetricsPort
 from jobkit.runner.stage import Stage
 
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
+
 log = logging.getLogger(__name__)
 
 
 class Metrics(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> Metrics:
+        return cls(kit.metrics_port)
+
     def __init__(self, metrics: MetricsPort) -> None:
         self._metrics = metrics
         self._batch: list[tuple[Delivery | None, RecordResult]] = []

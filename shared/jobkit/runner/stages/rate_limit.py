@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from jobkit.clock import Clock
 from jobkit.config import JobType
@@ -32,10 +33,18 @@ from jobkit.runner.hold import Hold
 from jobkit.runner.keyed import Group, Keyed, by_group, group_of
 from jobkit.runner.stage import LATER, Later, Stage
 
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
+
 log = logging.getLogger(__name__)
 
 
 class RateLimited(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> RateLimited:
+        table = kit.table
+        return cls(table.records.token_buckets, kit.clock, parts.hold, table.dedup.parallel)
+
     def __init__(self, buckets: TokenBuckets, clock: Clock, hold: Hold, parallel: Parallel) -> None:
         self._buckets = buckets
         self._clock = clock

@@ -26,6 +26,7 @@ the copy cannot be sent, this receive is the last attempt after all.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from jobkit.journal import AttemptJournal
 from jobkit.outcome import Outcome, RecordResult
@@ -34,10 +35,17 @@ from jobkit.runner.delivery import Delivery
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage
 
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
+
 log = logging.getLogger(__name__)
 
 
 class Recount(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> Recount:
+        return cls(kit.table.journal, parts.requeue)
+
     def __init__(self, journal: AttemptJournal, requeue: Requeue) -> None:
         self._journal = journal
         self._requeue = requeue

@@ -4,6 +4,8 @@ not an attempt."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jobkit.canary import CANARY_TYPE, hop_cap
 from jobkit.clock import Clock
 from jobkit.outcome import Outcome, RecordResult
@@ -12,8 +14,15 @@ from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage
 from jobkit.sqs import MAX_DELAY_S, delay_seconds
 
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
+
 
 class DelayHop(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> DelayHop:
+        return cls(kit.clock, parts.requeue)
+
     def __init__(self, clock: Clock, requeue: Requeue) -> None:
         self._clock = clock
         self._requeue = requeue

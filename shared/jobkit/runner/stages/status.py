@@ -16,9 +16,14 @@ from jobkit.status.tracker import RecordingStatusTracker
 
 if TYPE_CHECKING:
     from jobkit.records.store import Records
+    from jobkit.runner.stages import Parts, StageKit
 
 
 class Status(Stage):
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> Status:
+        return cls(kit.records, kit.clock)
+
     def __init__(self, records: Records | None, clock: Clock) -> None:
         self._records = records
         self._clock = clock

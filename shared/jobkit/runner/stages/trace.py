@@ -23,11 +23,14 @@ import logging
 import re
 import traceback
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.runner.delivery import Delivery, string_attribute_of
 from jobkit.runner.stage import Run, Stage
 from jobkit.sqs import TRACEPARENT_ATTRIBUTE, XRAY_SYSTEM_ATTRIBUTE
+
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,10 @@ class Trace(Stage):
         tracer_factory: builds the tracer on first use (tests pass a fake);
             returning None turns the stage off.
     """
+
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> Trace:
+        return cls([t.name for t in kit.job_types if t.tracing])
 
     def __init__(self, traced: Collection[str], tracer_factory: Callable[[], Any | None] = powertools_tracer) -> None:
         self._traced = frozenset(traced)

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from jobkit.clock import Alarm, Clock
 from jobkit.records import TIMED_OUT, FailureRecord
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
+
+if TYPE_CHECKING:
+    from jobkit.runner.stages import Parts, StageKit
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,11 @@ class Watchdog(Stage):
         timeout_s: the function's timeout (the queue's).
     """
 
+    @classmethod
+    def from_kit(cls, kit: StageKit, parts: Parts) -> Watchdog:
+        record = kit.journal.record_failure if kit.journal is not None else _no_record
+        return cls(DeadlineWatchdog(kit.clock, record), kit.queue.timeout_s)
+
     def __init__(self, watchdog: DeadlineWatchdog, timeout_s: float) -> None:
         self._watchdog = watchdog
         self._timeout_s = timeout_s
@@ -111,3 +120,7 @@ class Watchdog(Stage):
             keys=delivery.keys,
         )
         run.when_done(alarm.cancel)
+
+
+def _no_record(_: object) -> None:
+    """Without the jobs table, the watchdog only logs."""
