@@ -50,7 +50,7 @@ checkov: $(VENV)/.dev .venv-checkov/.installed
 # The reference of the [types.NAME] keys in infra/jobs.toml, from the keys the features declare,
 # and the runner's stage chart in docs/architecture.md, from the declared stages.
 reference: $(VENV)/.local
-	$(BIN)/python -c "from jobkit.config import TYPE_OPTIONS; from jobkit.options import write_reference; write_reference(TYPE_OPTIONS, 'infra/jobs.toml')"
+	$(BIN)/python -c "from jobkit.declaration.config import TYPE_OPTIONS; from jobkit.declaration.options import write_reference; write_reference(TYPE_OPTIONS, 'infra/jobs.toml')"
 	$(BIN)/python -c "from jobkit.runner.stages import write_stage_chart; write_stage_chart('docs/architecture.md')"
 
 lint: $(VENV)/.dev

@@ -54,7 +54,7 @@ def _paired(timings: dict[str, list[float]], name: str, against: str) -> float:
 
 
 def run(repeats: int = 15) -> dict[str, Any]:
-    from jobkit.config import declaration_to_dict, load_declaration
+    from jobkit.declaration.config import declaration_to_dict, load_declaration
 
     env = {
         **os.environ,

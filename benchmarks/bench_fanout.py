@@ -35,11 +35,11 @@ def _run(leaves: int) -> dict[str, Any]:
     import boto3
 
     from jobkit import JobSpecification
-    from jobkit.clock import VirtualClock
-    from jobkit.config import parse_declaration
+    from jobkit.core.clock import VirtualClock
+    from jobkit.core.outcome import Outcome
+    from jobkit.core.spec import new_root_job_params
+    from jobkit.declaration.config import parse_declaration
     from jobkit.local.provision import provision_table
-    from jobkit.outcome import Outcome
-    from jobkit.spec import new_root_job_params
     from jobkit.wiring import AwsClients, Wiring
 
     declaration = parse_declaration({"types": {"leaf": {"class": "bench_jobs:NoopJob"}}}, source="bench")

@@ -24,7 +24,7 @@ START = 1_800_000_000.0
 
 
 def _declaration() -> Any:
-    from jobkit.config import parse_declaration
+    from jobkit.declaration.config import parse_declaration
 
     job = "bench_jobs:NoopJob"
     types = {
@@ -48,9 +48,9 @@ CASES: dict[str, tuple[str, Any]] = {
 
 def run(jobs: int = 1000) -> dict[str, Any]:
     from jobkit import JobSpecification
-    from jobkit.clock import VirtualClock
+    from jobkit.core.clock import VirtualClock
+    from jobkit.core.outcome import Outcome
     from jobkit.local import LocalStack
-    from jobkit.outcome import Outcome
 
     results: dict[str, Any] = {"jobs": jobs, "cases": {}}
     calls = ApiCalls()

@@ -21,7 +21,7 @@ DAY_S = 86_400
 
 
 def _declaration() -> Any:
-    from jobkit.config import parse_declaration
+    from jobkit.declaration.config import parse_declaration
 
     return parse_declaration(
         {"jobkit": {"prefix": "delaybench"}, "types": {"later": {"class": "bench_jobs:NoopJob"}}}, source="bench"
@@ -30,9 +30,9 @@ def _declaration() -> Any:
 
 def run(delay_s: int = DAY_S) -> dict[str, Any]:
     from jobkit import JobSpecification
-    from jobkit.clock import VirtualClock
+    from jobkit.core.clock import VirtualClock
+    from jobkit.core.outcome import Outcome
     from jobkit.local import LocalStack
-    from jobkit.outcome import Outcome
 
     calls = ApiCalls()
     with (

@@ -27,7 +27,7 @@ def _params(n: int) -> dict[str, Any]:
 
 
 def _declaration() -> Any:
-    from jobkit.config import parse_declaration
+    from jobkit.declaration.config import parse_declaration
 
     return parse_declaration(
         {"jobkit": {"prefix": "bench"}, "types": {"refreshLinks": {"class": "jobtypes.refresh_links:RefreshLinksJob"}}},

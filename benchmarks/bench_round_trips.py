@@ -26,7 +26,7 @@ LATENCY_S = 0.005
 
 
 def _declaration() -> Any:
-    from jobkit.config import parse_declaration
+    from jobkit.declaration.config import parse_declaration
 
     types = {
         "dedup": {"class": "bench_jobs:NoopJob", "remove_duplicates": True},

@@ -18,7 +18,7 @@ BATCH = 10
 
 
 def _declaration() -> Any:
-    from jobkit.config import parse_declaration
+    from jobkit.declaration.config import parse_declaration
 
     types = {
         "plain": {"class": "bench_jobs:NoopJob"},
@@ -52,8 +52,8 @@ def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
     import boto3
 
     from jobkit import JobSpecification
+    from jobkit.core.spec import new_root_job_params
     from jobkit.local.provision import provision_table
-    from jobkit.spec import new_root_job_params
     from jobkit.wiring import AwsClients, Wiring
 
     declaration = _declaration()

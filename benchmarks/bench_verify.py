@@ -24,7 +24,7 @@ def run(timeout_s: float = 90.0, dead_letter: bool = True) -> dict[str, Any]:
     from click.testing import CliRunner
 
     from jobkit.cli import main
-    from jobkit.config import load_declaration
+    from jobkit.declaration.config import load_declaration
     from jobkit.local import LocalStack
 
     declaration = load_declaration(CONFIG)

@@ -40,7 +40,7 @@ def log_output_per_job(jobs: int = 100) -> dict[str, float]:
     from moto import mock_aws
 
     from jobkit import JobSpecification
-    from jobkit.config import declaration_to_dict, load_declaration
+    from jobkit.declaration.config import declaration_to_dict, load_declaration
     from jobkit.local.provision import provision_queues, provision_table
     from jobkit.testing import FakeLambdaContext, sqs_event
 

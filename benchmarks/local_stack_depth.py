@@ -72,8 +72,8 @@ def local_stack(depth: int, sample: int = SAMPLE) -> dict[str, float]:
     """Fill a queue to ``depth`` on the local stack: push the last ``sample``
     jobs and drain as many, timing each, with the rest of the queue in place."""
     from jobkit import JobSpecification
-    from jobkit.clock import VirtualClock
-    from jobkit.config import load_declaration
+    from jobkit.core.clock import VirtualClock
+    from jobkit.declaration.config import load_declaration
     from jobkit.local import LocalStack
 
     sample = min(sample, depth)

@@ -100,7 +100,7 @@ def _workload(rng: random.Random, jobs: int, failure_rate: float, clock: Any) ->
     """Yields chunks of specs: plain jobs, twins, deliver-once jobs, roots that
     fan out, leaves of older roots, and a few delayed jobs."""
     from jobkit import JobSpecification
-    from jobkit.spec import new_root_job_params
+    from jobkit.core.spec import new_root_job_params
 
     made = 0
     n = 0
@@ -142,9 +142,9 @@ def run(
 ) -> SoakResult:
     from ledger import Category, SentJobs, fates, reason
 
-    from jobkit.clock import VirtualClock
-    from jobkit.config import load_declaration
-    from jobkit.errors import JobQueueError
+    from jobkit.core.clock import VirtualClock
+    from jobkit.core.errors import JobQueueError
+    from jobkit.declaration.config import load_declaration
     from jobkit.local import LocalStack
     from jobkit.local.moto_patches import has_receivable
     from jobkit.local.results import EnqueueCounter

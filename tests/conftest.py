@@ -12,8 +12,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, load_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.declaration.config import Declaration, load_declaration
 from jobkit.local import LocalStack
 from jobkit.local.provision import provision_table
 from jobkit.records.dynamodb import DynamoDBTable

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobkit.errors import (
+from jobkit.core.errors import (
     ConfigError,
     FailedJob,
     JobClassError,
@@ -24,11 +24,11 @@ from jobkit.errors import (
     SpecError,
     UnknownJobType,
 )
-from jobkit.job import Job, JobContext
-from jobkit.spec import JobSpecification
+from jobkit.core.spec import JobSpecification
+from jobkit.jobs.job import Job, JobContext
 
 if TYPE_CHECKING:
-    from jobkit.correlation import correlation_scope, current_correlation_id
+    from jobkit.core.correlation import correlation_scope, current_correlation_id
     from jobkit.push import JobQueueGroup
     from jobkit.wiring import queue_group
 
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "JobQueueGroup": "jobkit.push",
     "queue_group": "jobkit.wiring",
-    "correlation_scope": "jobkit.correlation",
-    "current_correlation_id": "jobkit.correlation",
+    "correlation_scope": "jobkit.core.correlation",
+    "current_correlation_id": "jobkit.core.correlation",
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from jobkit.extras import MissingExtra
+from jobkit.core.extras import MissingExtra
 
 
 def main() -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from jobkit.correlation import install as install_correlation
-from jobkit.errors import ConfigError
+from jobkit.core.correlation import install as install_correlation
+from jobkit.core.errors import ConfigError
 from jobkit.runner import Runner
 from jobkit.runner.log_level import install as install_log_levels
 from jobkit.wiring import Wiring
@@ -30,7 +30,7 @@ def runner_from_environment(environ: Mapping[str, str]) -> Runner:
     from aws_lambda_powertools import Logger
     from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
-    from jobkit.metrics import EmfMetrics
+    from jobkit.core.metrics import EmfMetrics
 
     queue = environ.get("JOBKIT_QUEUE")
     if not queue:

@@ -5,7 +5,7 @@ and by 1 MiB, one queue per job type as the declaration routes them.
 ``lazy_push()`` buffers until ``flush()``, which a ``deferred()`` block, the
 WSGI middleware or the Lambda decorator call for you.
 
-A push either enqueues every job or raises :class:`~jobkit.errors.JobQueueError`
+A push either enqueues every job or raises :class:`~jobkit.core.errors.JobQueueError`
 listing exactly the jobs that were not enqueued; the others are enqueued.
 
 The group sends through a :class:`PushTransport`; :class:`jobkit.sqs.SqsPushTransport`
@@ -22,15 +22,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from jobkit import lazy_push
-from jobkit.children import ChildIds, derived_job_id
-from jobkit.clock import Clock, SystemClock
-from jobkit.config import Declaration, JobType, declaration_from_environment
-from jobkit.correlation import current_correlation_id, current_traceparent, current_xray_header, new_correlation_id
-from jobkit.errors import FailedJob, JobKitError, JobQueueError, SpecError
+from jobkit.core.clock import Clock, SystemClock
+from jobkit.core.correlation import current_correlation_id, current_traceparent, current_xray_header, new_correlation_id
+from jobkit.core.errors import FailedJob, JobKitError, JobQueueError, SpecError
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import Declaration, JobType, declaration_from_environment
 from jobkit.flow.fairness import message_group_id
-from jobkit.lazy_push import ASGIApp
-from jobkit.spec import JobSpecification
+from jobkit.jobs import lazy_push
+from jobkit.jobs.children import ChildIds, derived_job_id
+from jobkit.jobs.lazy_push import ASGIApp
 from jobkit.sqs import (
     CORRELATION_ATTRIBUTE,
     MAX_JOB_BYTES,
@@ -196,7 +196,7 @@ class JobQueueGroup:
         if not specs:
             return []
         now = self._shared.clock.now()
-        # One correlation ID per push() outside a request or job (see jobkit.correlation).
+        # One correlation ID per push() outside a request or job (see jobkit.core.correlation).
         messages, failed = self._prepare(specs, now, _Origin.current())
         result = send_with_retries(
             self._shared.transport.send_batch,

@@ -45,7 +45,7 @@ def declaration_path(config: pytest.Config) -> Path:
 @pytest.fixture
 def jobkit_stack(request: pytest.FixtureRequest) -> Iterator[JobkitStack]:
     """A fresh local stack (in-process moto) with the declared queues and table."""
-    from jobkit.extras import MissingExtra
+    from jobkit.core.extras import MissingExtra
 
     try:
         from jobkit.testing import JobkitStack

@@ -24,17 +24,17 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
-from jobkit.clock import Clock, SystemClock
-from jobkit.config import Declaration, declaration_from_environment
+from jobkit.core.clock import Clock, SystemClock
+from jobkit.core.errors import ConfigError
+from jobkit.declaration.config import Declaration, declaration_from_environment
 from jobkit.dedup.store import DedupStore
-from jobkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
 
-    from jobkit.journal import AttemptJournal
     from jobkit.push import JobQueueGroup
+    from jobkit.records.journal import AttemptJournal
     from jobkit.records.store import Records
     from jobkit.runner import MetricsPort, Runner
     from jobkit.runner.registry import JobRegistry
@@ -57,7 +57,7 @@ class AwsClients:
     #: Few, quick DynamoDB retries: the records store fails open, so waiting long
     #: for a throttled table only delays the job.
     _CONFIGS: Mapping[str, Mapping[str, Any]] = {
-        # room for the claims a batch sends at once (jobkit.parallel), and the runner's own requests
+        # room for the claims a batch sends at once (jobkit.core.parallel), and the runner's own requests
         "dynamodb": {
             "retries": {"mode": "standard", "max_attempts": 2},
             "connect_timeout": 2,
@@ -196,7 +196,7 @@ class Wiring:
 
     def journal(self) -> AttemptJournal:
         """The runners' journal of attempts (failure records, final attempts, deferrals)."""
-        from jobkit.journal import AttemptJournal
+        from jobkit.records.journal import AttemptJournal
 
         return AttemptJournal(self.records, clock=self.clock)
 

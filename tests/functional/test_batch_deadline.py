@@ -16,10 +16,10 @@ import chainjobs
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration, parse_declaration
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
 
 from conftest import START
 

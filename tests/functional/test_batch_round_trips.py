@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import pytest
 
 from jobkit import JobSpecification
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
-from jobkit.spec import new_root_job_params
 
 from conftest import START, RequestCounter
 from faults import FailCalls
@@ -105,7 +105,7 @@ def test_a_settle_that_fails_is_counted_at_the_end_of_the_batch(stack: LocalStac
 
 
 def test_one_jobs_bug_in_its_dedup_hooks_fails_that_job_alone(stack: LocalStack) -> None:
-    from jobkit.config import parse_declaration
+    from jobkit.declaration.config import parse_declaration
 
     declaration = parse_declaration(
         {"types": {"picky": {"class": "testjobs:UnhashableJob", "remove_duplicates": True}}}, source="test"

@@ -15,7 +15,7 @@ import pytest
 from ops_cli import cli_for
 
 from jobkit import JobQueueGroup, JobSpecification
-from jobkit.correlation import (
+from jobkit.core.correlation import (
     CorrelationFilter,
     correlation_scope,
     current_correlation_id,

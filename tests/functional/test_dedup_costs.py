@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from jobkit import JobSpecification
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event as received_event
-from jobkit.outcome import Outcome
-from jobkit.spec import new_root_job_params
 from jobkit.testing import sqs_event
 
 from conftest import RequestCounter

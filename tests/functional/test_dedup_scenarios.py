@@ -12,11 +12,11 @@ import json
 from collections import Counter
 
 from jobkit import JobSpecification, NonRetryableError
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
-from jobkit.outcome import Outcome
 from jobkit.records.keys import JobRef
-from jobkit.spec import new_root_job_params
 
 from testjobs import HOOKS, RUNS
 

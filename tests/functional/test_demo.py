@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from jobkit.cli import main
-from jobkit.config import Declaration
+from jobkit.declaration.config import Declaration
 from jobkit.local.demo import run_demo
 
 

@@ -21,7 +21,7 @@ import pytest
 from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
+from jobkit.core.clock import VirtualClock
 from jobkit.local import LocalStack
 from jobkit.sqs import string_attribute
 

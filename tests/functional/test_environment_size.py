@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from jobkit.config import Declaration, parse_declaration
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
+from jobkit.declaration.config import Declaration, parse_declaration
 from jobkit.template import build
 from jobkit.template.resources import environment_size
 

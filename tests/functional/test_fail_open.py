@@ -9,11 +9,11 @@ import logging
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import Declaration
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
-from jobkit.spec import new_root_job_params
 
 from conftest import START
 from faults import FailCalls

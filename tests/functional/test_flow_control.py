@@ -15,13 +15,13 @@ from click.testing import CliRunner
 
 from jobkit import JobSpecification
 from jobkit.cli.ops import register_ops_commands
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, load_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import Declaration, load_declaration
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
-from jobkit.outcome import Outcome
 from jobkit.records.leases import Leases
-from jobkit.spec import new_root_job_params
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
 
 import flowjobs

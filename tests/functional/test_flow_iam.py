@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, load_declaration, parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.resources import CANARY_TYPE
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import Declaration, load_declaration, parse_declaration
 from jobkit.local import LocalStack
 from jobkit.local.cloudformation import translate
 from jobkit.records.keys import EVERY_TYPE_KINDS, Kind, kind_pattern, kinds_used, partition_key
-from jobkit.resources import CANARY_TYPE
-from jobkit.spec import new_root_job_params
 from jobkit.template import build, logical_id
 
 import flowjobs

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from jobkit.cli import main
-from jobkit.config import load_declaration
+from jobkit.declaration.config import load_declaration
 from jobkit.sam.runner import build_runner
 
 

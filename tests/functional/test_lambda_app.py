@@ -13,8 +13,8 @@ import pytest
 
 import jobkit.handler
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, declaration_to_dict
+from jobkit.core.clock import VirtualClock
+from jobkit.declaration.config import Declaration, declaration_to_dict
 from jobkit.local import FakeLambdaContext, LocalStack
 from jobkit.local.esm import sqs_event
 

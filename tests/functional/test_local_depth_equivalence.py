@@ -25,7 +25,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from jobkit.clock import VirtualClock
+from jobkit.core.clock import VirtualClock
 from jobkit.local.moto_patches import (
     aws_visibility_limit,
     faster_receives,

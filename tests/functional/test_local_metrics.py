@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration
 from jobkit.local import LocalStack
 from jobkit.local.results import PUBLISH_INTERVAL_S, RETENTION_S, MetricsPublisher
 from jobkit.ops.queues import queue_summaries
 from jobkit.ops.top import TopSnapshot, TypeLine, top_snapshot
-from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
 
 from conftest import START

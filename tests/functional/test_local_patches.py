@@ -11,8 +11,8 @@ import pytest
 from moto import mock_aws
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.declaration.config import Declaration
 from jobkit.local import LocalStack
 
 from conftest import START

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import pytest
 from local_up import app_env, jobkit_json, local_up_process, printed
 
-from jobkit.config import Declaration
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
+from jobkit.declaration.config import Declaration
 from jobkit.local.serve import serve
 from jobkit.local.server import PortInUse
 

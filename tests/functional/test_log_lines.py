@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import declaration_to_dict, parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.declaration.config import declaration_to_dict, parse_declaration
 from jobkit.local import FakeLambdaContext, LocalStack
 from jobkit.local.esm import sqs_event
 
@@ -124,7 +124,7 @@ def test_a_type_that_keeps_the_default_level_is_left_alone(
 
 
 def test_an_unknown_log_level_is_a_clear_error() -> None:
-    from jobkit.errors import ConfigError
+    from jobkit.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"types\.x\.log_level.*must be one of DEBUG, INFO, WARNING, ERROR"):
         parse_declaration({"types": {"x": {"class": "a:B", "log_level": "LOUD"}}}, source="test")

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.metrics import EmfMetrics
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.declaration.config import Declaration
 from jobkit.local import LocalStack
-from jobkit.metrics import EmfMetrics
-from jobkit.outcome import Outcome, RecordResult
 
 from conftest import START
 

@@ -23,11 +23,11 @@ from click.testing import CliRunner
 
 from jobkit import JobSpecification
 from jobkit.cli import main
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, load_declaration, parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration, load_declaration, parse_declaration
 from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
-from jobkit.outcome import Outcome
 from jobkit.template import build_all
 from jobkit.template.naming import QueueIds
 from jobkit.template.stacks import BUCKETS, bucket

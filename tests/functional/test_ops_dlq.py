@@ -17,9 +17,9 @@ import pytest
 from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification, NonRetryableError
+from jobkit.core.outcome import Outcome
 from jobkit.local import LocalStack
 from jobkit.ops import redrive, resolve_scope
-from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
 
 from conftest import START

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from jobkit import JobSpecification
 from jobkit.cli import main
-from jobkit.clock import VirtualClock
-from jobkit.config import load_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.declaration.config import load_declaration
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
 

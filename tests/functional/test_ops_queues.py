@@ -20,10 +20,10 @@ import pytest
 from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
 
 from conftest import START
 

@@ -12,8 +12,8 @@ import pytest
 from ops_cli import Cli, cli_for
 
 from jobkit import JobSpecification
+from jobkit.core.outcome import Outcome
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
 from jobkit.records.store import Records
 from jobkit.status.tracker import JobState, JobStatus
 
@@ -177,8 +177,8 @@ def test_status_records_round_trip_and_are_replaced(records: Records) -> None:
 
 
 def test_a_debounced_tracked_job_shows_it_was_skipped_and_why() -> None:
-    from jobkit.clock import VirtualClock
-    from jobkit.config import parse_declaration
+    from jobkit.core.clock import VirtualClock
+    from jobkit.declaration.config import parse_declaration
 
     declaration = parse_declaration(
         {

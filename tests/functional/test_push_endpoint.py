@@ -19,16 +19,16 @@ from botocore.credentials import Credentials
 from http_push import jobs, post, signed
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import Declaration
 from jobkit.endpoint.lambda_handler import endpoint_from_environment, handle_event
 from jobkit.endpoint.options import EndpointOptions
 from jobkit.endpoint.service import MAX_JOBS
 from jobkit.endpoint.signature import sign
 from jobkit.local import LocalStack
 from jobkit.local.push_route import LOCAL_HMAC_KEY, PATH
-from jobkit.outcome import Outcome
-from jobkit.spec import new_root_job_params
 from jobkit.template import build
 
 from conftest import RequestCounter

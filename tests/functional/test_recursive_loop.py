@@ -18,8 +18,8 @@ import chainjobs
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.declaration.config import Declaration, parse_declaration
 from jobkit.local import LocalStack
 from jobkit.local.recursion import MAX_ROUNDS, lineage_of, with_lineage
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
-from jobkit.outcome import Outcome
-from jobkit.spec import new_root_job_params
 
 from testjobs import RUNS
 

@@ -11,11 +11,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from jobkit.config import Declaration, parse_declaration
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import Declaration, parse_declaration
+from jobkit.declaration.schedules import fired_body, input_template
 from jobkit.local.cloudformation import load_template
-from jobkit.schedules import fired_body, input_template
-from jobkit.spec import JobSpecification
 
 from conftest import ROOT
 
@@ -127,7 +127,7 @@ def test_jobkit_schedules_lists_each_schedule_with_its_next_firings() -> None:
     from click.testing import CliRunner
 
     from jobkit.cli.ops import register_ops_commands
-    from jobkit.clock import VirtualClock
+    from jobkit.core.clock import VirtualClock
     from jobkit.ops.config import CliConfig
 
     group = click.Group("jobkit")
@@ -185,7 +185,7 @@ def test_a_firing_the_scheduler_cannot_send_goes_to_the_schedules_dlq_after_a_da
 
 
 def test_a_cron_only_aws_evaluates_leaves_the_local_stack_running(caplog: pytest.LogCaptureFixture) -> None:
-    from jobkit.clock import VirtualClock
+    from jobkit.core.clock import VirtualClock
     from jobkit.local import LocalStack
 
     declaration = parse_declaration(
@@ -209,9 +209,9 @@ def test_a_cron_only_aws_evaluates_leaves_the_local_stack_running(caplog: pytest
 def test_a_firing_the_scheduler_sends_twice_runs_once_in_the_example(example_declaration: Declaration) -> None:
     # EventBridge Scheduler may retry a send with a new execution ID: a new job ID, the
     # same params and scheduled time. The example's emailDigest must send one digest.
-    from jobkit.clock import VirtualClock
+    from jobkit.core.clock import VirtualClock
+    from jobkit.core.outcome import Outcome
     from jobkit.local import LocalStack
-    from jobkit.outcome import Outcome
 
     schedule = example_declaration.schedules["nightlyDigest"]
     with LocalStack(example_declaration, clock=VirtualClock(1795312800.0 + 5)) as stack:

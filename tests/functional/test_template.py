@@ -14,12 +14,12 @@ from click.testing import CliRunner
 
 from jobkit import JobSpecification
 from jobkit.cli import main
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, load_declaration, parse_declaration
-from jobkit.errors import ConfigError
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import ConfigError
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration, load_declaration, parse_declaration
 from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
-from jobkit.outcome import Outcome
 from jobkit.records.keys import Kind, partition_key
 from jobkit.template import LOG_RETENTION_DAYS, build, load_extra, logical_id, render
 from jobkit.template.naming import QueueIds

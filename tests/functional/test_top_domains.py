@@ -33,14 +33,14 @@ from test_log_lines import _restore_logging, run_batch  # noqa: F401 - _restore_
 
 from jobkit import JobSpecification
 from jobkit.cli.ops import register_ops_commands
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.metrics import EmfMetrics
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.declaration.config import Declaration, parse_declaration
 from jobkit.local import LocalStack
-from jobkit.metrics import EmfMetrics
 from jobkit.ops.config import CliConfig
 from jobkit.ops.domains import FROM_INSIGHTS, FROM_LOGS, busiest_domains
 from jobkit.ops.insight_rules import evaluate
-from jobkit.outcome import Outcome, RecordResult
 from jobkit.template.insight import domains_rule_definition
 
 from conftest import FIXTURES, START

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from jobkit import JobQueueGroup, JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.declaration.config import parse_declaration
 from jobkit.local import LocalStack
 from jobkit.runner.stages.trace import Trace, producer_trace_id
 from jobkit.sqs import MAX_JOB_BYTES, Outgoing, SendResult, message_size, string_attribute

@@ -17,10 +17,10 @@ from ops_cli import cli_for
 
 from jobkit import JobQueueError, JobSpecification
 from jobkit.cli.commands import main
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
 from jobkit.records.keys import JobRef
-from jobkit.spec import new_root_job_params
 
 from conftest import FIXTURES
 from testjobs import RUNS

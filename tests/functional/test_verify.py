@@ -24,7 +24,7 @@ import boto3
 import pytest
 from local_up import EXAMPLE_CONFIG, app_env, local_up_process, printed
 
-from jobkit.config import Declaration, load_declaration
+from jobkit.declaration.config import Declaration, load_declaration
 
 from conftest import ROOT
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.errors import SpecError
+from jobkit.core.errors import SpecError
 from jobkit.local import LocalStack
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
 

@@ -21,12 +21,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
-from jobkit.errors import JobQueueError, SpecError
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import JobQueueError, SpecError
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
-from jobkit.outcome import Outcome
 from jobkit.records.keys import JobRef
 from jobkit.sqs import MAX_JOB_BYTES, MAX_MESSAGE_BYTES, message_size, string_attribute
 

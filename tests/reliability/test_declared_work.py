@@ -18,11 +18,11 @@ from ops_cli import cli_for
 
 from jobkit import JobSpecification
 from jobkit.cli import main
-from jobkit.config import declaration_to_dict, load_declaration, parse_declaration
-from jobkit.correlation import valid_correlation_id
-from jobkit.errors import ConfigError, JobQueueError, UnknownJobType
+from jobkit.core.correlation import valid_correlation_id
+from jobkit.core.errors import ConfigError, JobQueueError, UnknownJobType
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import declaration_to_dict, load_declaration, parse_declaration
 from jobkit.local import FakeLambdaContext, LocalStack
-from jobkit.outcome import Outcome
 from jobkit.records.keys import JobRef
 from jobkit.testing import JobkitStack, sqs_event
 

@@ -15,18 +15,18 @@ import pytest
 from http_push import jobs, post, signed
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import JobQueueError, SpecError
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import Declaration
 from jobkit.endpoint.lambda_handler import endpoint_from_environment, handle_event
 from jobkit.endpoint.options import EndpointOptions
 from jobkit.endpoint.secret_key import KEY_TTL_S, MAX_KEY_AGE_S, REFRESH_RETRY_S
 from jobkit.endpoint.service import PushEndpoint
 from jobkit.endpoint.signature import sign
-from jobkit.errors import JobQueueError, SpecError
 from jobkit.local import LocalStack
 from jobkit.local.push_route import PATH
-from jobkit.outcome import Outcome
-from jobkit.spec import new_root_job_params
 from jobkit.sqs import MAX_JOB_BYTES
 from jobkit.template import build
 from jobkit.wiring import AwsClients

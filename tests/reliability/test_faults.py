@@ -16,16 +16,16 @@ import pytest
 from ledger import Category, Fate, SentJobs, fates, reason
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import load_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import JobQueueError
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import load_declaration
 from jobkit.dedup.admission import Candidate
-from jobkit.errors import JobQueueError
 from jobkit.local import LocalStack
 from jobkit.ops.dead_letters import dead_letter
-from jobkit.outcome import Outcome
 from jobkit.records import JobRuns
 from jobkit.records.keys import JobRef
-from jobkit.spec import new_root_job_params
 from jobkit.sqs import MAX_MESSAGE_BYTES, RUNNER_RESERVED_BYTES, message_size, string_attribute
 
 import testjobs

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, load_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import Declaration, load_declaration
 from jobkit.local import LocalStack
 from jobkit.ops.redrive import redrive
 from jobkit.ops.scope import resolve_scope
-from jobkit.outcome import Outcome
 from jobkit.records.leases import Lease, Leases
-from jobkit.spec import new_root_job_params
 
 import testjobs
 from conftest import FIXTURES, START

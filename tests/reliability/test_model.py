@@ -76,20 +76,20 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 from ledger import Category, Fate, SentJobs, by_job, fates, key_of, reason
 
 from jobkit import JobQueueGroup, JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import load_declaration
-from jobkit.errors import JobKitError, JobQueueError
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import JobKitError, JobQueueError
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import load_declaration
 from jobkit.local import LocalStack
 from jobkit.local.moto_patches import has_receivable
 from jobkit.local.stack import ACCOUNT_ID
 from jobkit.ops.redrive import redrive
 from jobkit.ops.scope import resolve_scope
-from jobkit.outcome import Outcome, RecordResult
 from jobkit.push import derived_job_id
 from jobkit.records import JobRuns
 from jobkit.records.keys import JobRef
 from jobkit.records.leases import Leases
-from jobkit.spec import new_root_job_params
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
 
 import testjobs

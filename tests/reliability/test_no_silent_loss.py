@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 
 from jobkit import JobQueueGroup, JobSpecification, queue_group
-from jobkit.clock import VirtualClock
-from jobkit.config import load_declaration
-from jobkit.errors import JobQueueError, SpecError
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import JobQueueError, SpecError
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import new_root_job_params
+from jobkit.declaration.config import load_declaration
 from jobkit.local import FakeLambdaContext, LocalStack
 from jobkit.local.esm import sqs_event as lambda_event
-from jobkit.outcome import Outcome
 from jobkit.push import derived_job_id
 from jobkit.records import JobState
 from jobkit.records.keys import JobRef
-from jobkit.spec import new_root_job_params
 from jobkit.sqs import MAX_JOB_BYTES, message_size, string_attribute
 from jobkit.testing import JobkitStack, sqs_event
 from jobkit.wiring import reset_default_groups

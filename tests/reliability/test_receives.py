@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, load_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration, load_declaration
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
 
 import testjobs
 from conftest import FIXTURES, START

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
+from jobkit.core.outcome import Outcome
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
 from jobkit.records.keys import JobRef
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
@@ -185,8 +185,8 @@ def test_a_stage_start_that_raises_leaves_no_watchdog_armed(stack: LocalStack) -
 
 
 def test_metrics_that_could_not_all_be_written_are_not_counted_again() -> None:
-    from jobkit.metrics import EmfMetrics
-    from jobkit.outcome import RecordResult
+    from jobkit.core.metrics import EmfMetrics
+    from jobkit.core.outcome import RecordResult
 
     class SecondWriteFails:
         def __init__(self) -> None:

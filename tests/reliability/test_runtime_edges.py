@@ -13,10 +13,10 @@ import edgejobs
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration, parse_declaration
 from jobkit.local import LocalStack
-from jobkit.outcome import Outcome
 
 import testjobs
 from conftest import FIXTURES, START

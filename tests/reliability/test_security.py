@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 
 from jobkit import JobSpecification
-from jobkit.canary import canary_type
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, parse_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome
+from jobkit.core.resources import CANARY_TYPE
+from jobkit.declaration.config import Declaration, parse_declaration
+from jobkit.jobs.canary import canary_type
 from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
 from jobkit.local.esm import sqs_event
-from jobkit.outcome import Outcome
 from jobkit.records.keys import Kind, kinds_used, partition_key, root_records_pattern, runner_records_patterns
-from jobkit.resources import CANARY_TYPE
 from jobkit.runner.registry import JobRegistry
 from jobkit.template import CHECKOV_SKIPS, build, logical_id
 
@@ -557,7 +557,7 @@ def test_the_deployed_handlers_json_logs_carry_no_params_on_any_path(
     capsys: pytest.CaptureFixture[str],
     deployed_logging: None,
 ) -> None:
-    from jobkit.config import declaration_to_dict
+    from jobkit.declaration.config import declaration_to_dict
     from jobkit.local import FakeLambdaContext
 
     # The handler runs on the real clock, as on Lambda: push at the real time too.

@@ -17,9 +17,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from jobkit import JobSpecification
+from jobkit.core.outcome import Outcome
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
-from jobkit.outcome import Outcome
 from jobkit.ui.access import COOKIE
 from jobkit.ui.app import create_app
 from jobkit.ui.csrf import CsrfGuard

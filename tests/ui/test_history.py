@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from jobkit.core.metrics import DIMENSION
 from jobkit.local import LocalStack
-from jobkit.metrics import DIMENSION
 from jobkit.ui.history import BUCKETS, History, HistoryCache, last_hour
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import random
 
+from jobkit.declaration.type_options import Backoff
 from jobkit.runner.backoff import retry_delay_s
-from jobkit.type_options import Backoff
 
 
 def test_equal_jitter_delays_grow_with_every_attempt() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.config import Declaration, declaration_to_dict, load_declaration, parse_declaration
-from jobkit.errors import ConfigError, UnknownJobType
-from jobkit.type_options import Backoff
+from jobkit.core.errors import ConfigError, UnknownJobType
+from jobkit.declaration.config import Declaration, declaration_to_dict, load_declaration, parse_declaration
+from jobkit.declaration.type_options import Backoff
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobkit.correlation import correlation_from_job_id, correlation_of, valid_correlation_id
-from jobkit.wire import ID_PATTERN
+from jobkit.core.correlation import correlation_from_job_id, correlation_of, valid_correlation_id
+from jobkit.core.wire import ID_PATTERN
 
 
 @pytest.mark.parametrize("job_id", ["a", "sched-d32c5kddcf5bb8c3", "5b0c0e8e-3c1f-4a51-9a0e-1f0c2d3e4f5a", "x" * 64])

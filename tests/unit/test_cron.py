@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobkit.cron import Cron, CronNotSupported, iso_utc, next_firing
+from jobkit.core.cron import Cron, CronNotSupported, iso_utc, next_firing
 
 
 def at(text: str) -> float:

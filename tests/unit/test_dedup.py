@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from jobkit.clock import VirtualClock
+from jobkit.core.clock import VirtualClock
+from jobkit.core.spec import JobSpecification, new_root_job_params
 from jobkit.dedup.admission import Candidate, Verdict
 from jobkit.dedup.store import DedupStore
 from jobkit.records import TableUnavailable
 from jobkit.records.memory import MemoryRecords
-from jobkit.spec import JobSpecification, new_root_job_params
 
 
 @pytest.fixture

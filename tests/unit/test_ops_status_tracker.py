@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from jobkit import Job, JobSpecification
-from jobkit.clock import VirtualClock
-from jobkit.config import declaration_to_dict, parse_declaration
-from jobkit.errors import ConfigError, JobKitError
-from jobkit.outcome import Outcome
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import ConfigError, JobKitError
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import declaration_to_dict, parse_declaration
 from jobkit.records import TableUnavailable
 from jobkit.records.memory import MemoryRecords
 from jobkit.runner import Runner

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from rich.console import Console, RenderableType
 
-from jobkit.config import Declaration, parse_declaration
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import Declaration, parse_declaration
 from jobkit.ops import JobMatch, JobReport, QueuesReport, QueueSummary, TopSnapshot, TypeLine, resolve_scope
 from jobkit.ops.bodies import safe_text
 from jobkit.ops.dead_letters import DeadLetterListing, dead_letter, judged
@@ -27,7 +28,6 @@ from jobkit.ops.views import (
 from jobkit.records import FailureRecord, FinalAttempt, JobRuns, TableUnavailable
 from jobkit.records.keys import JobRef
 from jobkit.records.memory import MemoryRecords
-from jobkit.spec import JobSpecification
 from jobkit.sqs import sendable_attributes
 from jobkit.status.tracker import JobState, JobStatus
 

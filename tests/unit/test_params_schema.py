@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobkit.config import declaration_to_dict, parse_declaration
-from jobkit.errors import ConfigError
-from jobkit.params_schema import MAX_SCHEMA_BYTES, InvalidParams
+from jobkit.core.errors import ConfigError
+from jobkit.declaration.config import declaration_to_dict, parse_declaration
+from jobkit.declaration.params_schema import MAX_SCHEMA_BYTES, InvalidParams
 
 SCHEMA = {
     "type": "object",

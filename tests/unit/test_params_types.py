@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from jobkit import Job
 from jobkit.cli.commands import main
-from jobkit.config import parse_declaration
-from jobkit.params_types import NoParamsType, schema_of_class
+from jobkit.core.params_types import NoParamsType, schema_of_class
+from jobkit.declaration.config import parse_declaration
 
 from conftest import ROOT
 
@@ -74,7 +74,10 @@ class Unexpressible(Job):
 
 @pytest.mark.parametrize(
     ("job_class", "problem"),
-    [(NoParams, "NoParams has no Params TypedDict"), (Unexpressible, "params.when: <class 'jobkit.job.Job'> has no")],
+    [
+        (NoParams, "NoParams has no Params TypedDict"),
+        (Unexpressible, "params.when: <class 'jobkit.jobs.job.Job'> has no"),
+    ],
 )
 def test_a_class_without_an_expressible_params_typeddict_is_an_error(job_class: type, problem: str) -> None:
     with pytest.raises(NoParamsType, match=problem.replace("(", r"\(").replace(".", r"\.")):

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobkit import Job, JobSpecification, SpecError
-from jobkit.spec import new_root_job_params
+from jobkit.core.spec import new_root_job_params
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "job-spec.schema.json").read_text())
 validator = jsonschema.Draft202012Validator(SCHEMA)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import jobkit.runner.stages as stages_package
-from jobkit.config import load_declaration
-from jobkit.outcome import Outcome
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import load_declaration
 from jobkit.runner.stage import Stage
 from jobkit.runner.stages import CHART_END, CHART_START, STAGES, StageSpec, stage_chart
 from jobkit.wiring import AwsClients, Wiring
@@ -114,7 +114,7 @@ def test_a_runner_builds_the_stages_its_types_call_for_in_the_declared_order() -
 def test_a_runner_without_flow_control_never_imports_those_stages() -> None:
     script = (
         "import sys\n"
-        "from jobkit.config import load_declaration\n"
+        "from jobkit.declaration.config import load_declaration\n"
         "from jobkit.wiring import AwsClients, Wiring\n"
         f"w = Wiring(load_declaration({str(FIXTURES / 'jobs.toml')!r}), clients=AwsClients(region='us-east-1'))\n"
         "w.runner('noop')\n"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.config import TYPE_OPTIONS, JobType, declaration_to_dict, load_declaration, parse_declaration
-from jobkit.options import TypeOption, Where, reference, rewrite_reference
+from jobkit.declaration.config import TYPE_OPTIONS, JobType, declaration_to_dict, load_declaration, parse_declaration
+from jobkit.declaration.options import TypeOption, Where, reference, rewrite_reference
 from jobkit.scaffold import plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ Importing it loads click, not rich or boto3: a command imports what it needs whe
 
 from __future__ import annotations
 
-from jobkit.extras import require
+from jobkit.core.extras import require
 
 require("cli", "the jobkit command")
 

@@ -13,8 +13,8 @@ import click
 
 from jobkit.cli.ops import register_ops_commands
 from jobkit.cli.options import config_option
-from jobkit.config import Declaration, load_declaration
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
+from jobkit.declaration.config import Declaration, load_declaration
 
 
 @click.group()
@@ -178,7 +178,7 @@ def schema(config_path: Path | None, from_class: bool, job_type: str) -> None:
     """
     import json
 
-    from jobkit.params_schema import DEFAULT_DRAFT
+    from jobkit.declaration.params_schema import DEFAULT_DRAFT
 
     try:
         declaration = load_declaration(config_path)
@@ -198,7 +198,7 @@ def schema(config_path: Path | None, from_class: bool, job_type: str) -> None:
 
 def _derived_schema(declaration: Declaration, job_type: str) -> dict[str, object]:
     """The schema of the type's class's ``Params``, imported from where its runner imports it."""
-    from jobkit.params_types import schema_of_class
+    from jobkit.core.params_types import schema_of_class
     from jobkit.runner.registry import JobRegistry
     from jobkit.sam.runner import code_root
 

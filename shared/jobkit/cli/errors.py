@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import click
 
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
 
 #: The exit status of a command used wrongly, as click's own usage errors.
 USAGE = 2

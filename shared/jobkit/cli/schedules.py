@@ -23,7 +23,7 @@ def schedules(config: CliConfig, output: Output, count: int) -> None:
 
     from rich.table import Table
 
-    from jobkit.cron import CronNotSupported, iso_utc, next_firing
+    from jobkit.core.cron import CronNotSupported, iso_utc, next_firing
 
     now = config.clock.now()
     rows: list[dict[str, Any]] = []

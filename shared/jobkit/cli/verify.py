@@ -69,7 +69,7 @@ def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s:
     alarms, against the declaration. When every check passes it leaves nothing
     behind; otherwise it names each canary whose fate it did not see.
     """
-    from jobkit.errors import JobKitError
+    from jobkit.core.errors import JobKitError
     from jobkit.ops.verify import Check, Clients, VerifyRefused
 
     try:
@@ -152,7 +152,7 @@ def _queue_urls(config: CliConfig, declaration: object, queues: list[str]) -> di
     """The URLs of the queues and DLQs to verify, looked up by name (one line if one is missing)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from jobkit.config import Declaration
+    from jobkit.declaration.config import Declaration
     from jobkit.ops.verify import VerifyRefused
 
     assert isinstance(declaration, Declaration)

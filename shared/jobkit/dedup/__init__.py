@@ -4,7 +4,7 @@ claims and delivery claims.
 :class:`DedupStore` holds the logic: what a claim means, leases,
 time-to-live, and fail-open; the roots and the container's cache of them are
 :class:`~jobkit.dedup.roots.RootCache`'s, and the records of attempts
-:class:`~jobkit.journal.AttemptJournal`'s. A
+:class:`~jobkit.records.journal.AttemptJournal`'s. A
 :class:`~jobkit.records.store.Records` stores the records: DynamoDB in
 production (:mod:`jobkit.records.dynamodb`), memory in unit tests
 (:mod:`jobkit.records.memory`). Every backend write that can lose is one

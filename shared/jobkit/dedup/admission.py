@@ -7,8 +7,8 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from jobkit.core.spec import JobSpecification
 from jobkit.records.keys import JobRef
-from jobkit.spec import JobSpecification
 
 SUPERSEDED_REASON = "a newer root job with the same signature was recorded"
 DUPLICATE_REASON = "an identical job started after this one was enqueued, and succeeded"

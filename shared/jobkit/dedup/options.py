@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobkit.options import TypeOption, Where, flag, str_list
+from jobkit.declaration.options import TypeOption, Where, flag, str_list
 
 
 def _param_names(where: Where, raw: object) -> tuple[str, ...]:

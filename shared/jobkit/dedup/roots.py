@@ -17,10 +17,10 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock, SystemClock
-from jobkit.errors import SpecError
+from jobkit.core.clock import Clock, SystemClock
+from jobkit.core.errors import SpecError
+from jobkit.core.spec import MAX_CLOCK_SKEW_S, JobSpecification
 from jobkit.records import ROOT_RECORD_TTL_S
-from jobkit.spec import MAX_CLOCK_SKEW_S, JobSpecification
 
 if TYPE_CHECKING:
     from jobkit.records.store import Records

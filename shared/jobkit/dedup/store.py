@@ -7,12 +7,12 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock, SystemClock
+from jobkit.core.clock import Clock, SystemClock
+from jobkit.core.parallel import Parallel
+from jobkit.core.spec import JobSpecification
 from jobkit.dedup.roots import RootCache
-from jobkit.parallel import Parallel
 from jobkit.records import DELIVERY_RECORD_TTL_S, DUPLICATE_RECORD_TTL_S, Claim, TableUnavailable
 from jobkit.records.keys import JobRef
-from jobkit.spec import JobSpecification
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

@@ -23,7 +23,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jobkit.clock import Clock
+    from jobkit.core.clock import Clock
     from jobkit.endpoint.service import PushEndpoint
     from jobkit.wiring import AwsClients
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
 
 AUTH_MODES = ("iam", "hmac")
 #: A Secrets Manager secret's name or ARN.

@@ -21,7 +21,7 @@ import logging
 import threading
 from typing import Any
 
-from jobkit.clock import Clock
+from jobkit.core.clock import Clock
 from jobkit.endpoint.signature import KeyUnusable, usable_key
 
 log = logging.getLogger(__name__)

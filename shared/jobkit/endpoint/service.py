@@ -30,15 +30,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobkit.clock import Clock
-from jobkit.correlation import correlation_scope, from_headers
+from jobkit.core.clock import Clock
+from jobkit.core.correlation import correlation_scope, from_headers
+from jobkit.core.errors import JobQueueError, SpecError, UnknownJobType
+from jobkit.core.spec import JobSpecification
+from jobkit.core.wire import decode
 from jobkit.endpoint.signature import HEADER, KeyUnusable, SignatureRefused, usable_key, verify
-from jobkit.errors import JobQueueError, SpecError, UnknownJobType
-from jobkit.spec import JobSpecification
-from jobkit.wire import decode
 
 if TYPE_CHECKING:
-    from jobkit.config import Declaration
+    from jobkit.declaration.config import Declaration
     from jobkit.push import JobQueueGroup
 
 log = logging.getLogger(__name__)

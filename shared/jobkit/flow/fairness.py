@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 from jobkit.flow.options import NO_VALUE
 
 if TYPE_CHECKING:
+    from jobkit.core.spec import JobSpecification
     from jobkit.flow.options import FlowKey
-    from jobkit.spec import JobSpecification
 
 #: What SQS takes as a MessageGroupId: alphanumerics and punctuation (``!`` to ``~``), 1 to 128 of them.
 GROUP_ID = re.compile(r"[!-~]{1,128}")

@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from jobkit.errors import ConfigError
-from jobkit.options import TypeOption, Where, int_in, no_unknown_keys, num_in
+from jobkit.core.errors import ConfigError
+from jobkit.declaration.options import TypeOption, Where, int_in, no_unknown_keys, num_in
 
 if TYPE_CHECKING:
-    from jobkit.spec import JobSpecification
+    from jobkit.core.spec import JobSpecification
 
 #: What a limit does when the jobs table cannot be reached: run the job anyway
 #: (fail-open) or defer it (fail-closed).

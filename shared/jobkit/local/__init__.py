@@ -5,7 +5,7 @@ Requires the ``local`` extra (``pip install 'jobkit-aws[local]'``).
 
 from __future__ import annotations
 
-from jobkit.extras import require
+from jobkit.core.extras import require
 
 require("local", "jobkit's local stack")
 

@@ -23,12 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.spec import JobSpecification, new_root_job_params
+from jobkit.declaration.config import Declaration
 from jobkit.local.results import EnqueueCounter
 from jobkit.local.stack import LocalStack
-from jobkit.outcome import Outcome, RecordResult
-from jobkit.spec import JobSpecification, new_root_job_params
 
 DOMAIN = "enwiki"
 TEMPLATE = "Template:Infobox settlement"

@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobkit.clock import Clock, SystemClock
+from jobkit.core.clock import Clock, SystemClock
 from jobkit.local.lambda_context import FakeLambdaContext
 from jobkit.local.recursion import RecursionGuard
 from jobkit.sqs import delete_in_chunks, new_messages, receive_messages

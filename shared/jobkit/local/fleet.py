@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from jobkit.clock import VirtualClock
+from jobkit.core.clock import VirtualClock
 from jobkit.local.esm import EventSourceMapping
 
 

@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, load_declaration
+from jobkit.core.clock import VirtualClock
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import Declaration, load_declaration
 from jobkit.local.stack import LocalStack
-from jobkit.outcome import Outcome, RecordResult
-from jobkit.spec import JobSpecification
 
 #: The scenario's declaration, in the package.
 DECLARATION = Path(__file__).with_name("flow_demo.toml")

@@ -3,7 +3,7 @@ do nothing, so what the demo measures is the queue, not the work."""
 
 from __future__ import annotations
 
-from jobkit.job import Job
+from jobkit.jobs.job import Job
 
 
 class RenderPageJob(Job):

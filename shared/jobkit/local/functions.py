@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobkit.clock import Clock
+from jobkit.core.clock import Clock
 from jobkit.local.containers import Containers
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.recursion import RecursionGuard

@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from jobkit.clock import Clock, SystemClock
+from jobkit.core.clock import Clock, SystemClock
 
 
 @dataclass
 class FakeLambdaContext:
     """The attributes Lambda's Python context has, with the remaining time
-    counted on a :class:`~jobkit.clock.Clock` from when the context was made."""
+    counted on a :class:`~jobkit.core.clock.Clock` from when the context was made."""
 
     function_name: str = "jobkit-runner"
     timeout_s: float = 60.0

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.config import Declaration
-from jobkit.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
+from jobkit.core.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
+from jobkit.declaration.config import Declaration
 from jobkit.sqs.limits import MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
@@ -87,9 +87,9 @@ def deploy_template(
 ) -> Deployed:
     """Deploy a SAM template into the emulated account, as ``sam deploy`` would
     (aws-sam-translator and moto's CloudFormation, :mod:`jobkit.local.cloudformation`)."""
+    from jobkit.core.resources import PREFIX_PARAMETER
     from jobkit.local.cloudformation import deploy, load_template
     from jobkit.local.lambda_model import recursion_setting
-    from jobkit.resources import PREFIX_PARAMETER
 
     stack = deploy(
         client,

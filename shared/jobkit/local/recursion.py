@@ -14,7 +14,7 @@ infinite loops".)
 
 jobkit's chains are loops by design (delay hops, a recursive fan-out's
 remnants, deferrals, holds, debounce waits), so its runners are deployed with
-``RecursiveLoop: Allow`` (:data:`jobkit.resources.RUNNER_RECURSIVE_LOOP`).
+``RecursiveLoop: Allow`` (:data:`jobkit.core.resources.RUNNER_RECURSIVE_LOOP`).
 The local stack models the detection so that a stack without it shows what
 AWS would do:
 

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from jobkit.clock import Clock
-from jobkit.config import Declaration
+from jobkit.core.clock import Clock
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.declaration.config import Declaration
 from jobkit.local.moto_patches import SentCounts, drop_metric_data_before, oldest_message_age
-from jobkit.outcome import Outcome, RecordResult
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class ResultLog:
-    """Collects :class:`~jobkit.outcome.RecordResult` objects from runners."""
+    """Collects :class:`~jobkit.core.outcome.RecordResult` objects from runners."""
 
     def __init__(self) -> None:
         self._results: list[RecordResult] = []
@@ -104,7 +104,7 @@ class MetricsPublisher:
     metrics as they read AWS's, with the same GetMetricData queries:
 
     - the runners' metrics, as CloudWatch Logs extracts them from the EMF
-      documents a runner writes (:class:`~jobkit.metrics.EmfMetrics`): the
+      documents a runner writes (:class:`~jobkit.core.metrics.EmfMetrics`): the
       same namespace, ``JobType`` dimension, names and units, a document's
       list of values as raw values (so percentiles can be computed);
     - SQS's ``NumberOfMessagesSent`` and ``ApproximateAgeOfOldestMessage`` per
@@ -139,7 +139,7 @@ class MetricsPublisher:
         region: str,
         interval_s: float = PUBLISH_INTERVAL_S,
     ) -> None:
-        from jobkit.metrics import EmfMetrics
+        from jobkit.core.metrics import EmfMetrics
 
         self._cloudwatch = cloudwatch
         self._declaration = declaration

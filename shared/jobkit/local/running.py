@@ -6,12 +6,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock, VirtualClock
+from jobkit.core.clock import Clock, VirtualClock
 from jobkit.local.fleet import Fleet
 from jobkit.local.moto_patches import has_receivable, next_visible_at
 
 if TYPE_CHECKING:
-    from jobkit.config import Declaration
+    from jobkit.declaration.config import Declaration
     from jobkit.local.esm import EventSourceMapping
     from jobkit.local.results import MetricsPublisher
     from jobkit.local.scheduler import LocalScheduler

@@ -1,6 +1,6 @@
 """EventBridge Scheduler on the local stack: the declaration's schedules fire on
 the stack's clock, each firing one job sent straight to its type's queue, with
-the body the deployed schedule sends (:func:`jobkit.schedules.fired_body`): its
+the body the deployed schedule sends (:func:`jobkit.declaration.schedules.fired_body`): its
 own job ID from a new execution ID, its scheduled time as ``enqueuedAt``, and
 no message attributes.
 
@@ -18,8 +18,8 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 
-from jobkit.cron import CronNotSupported, iso_utc, next_firing
-from jobkit.schedules import Schedule, fired_body
+from jobkit.core.cron import CronNotSupported, iso_utc, next_firing
+from jobkit.declaration.schedules import Schedule, fired_body
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ seconds, as on AWS, so ``jobkit top`` and ``jobkit queues`` pointed at the
 same endpoint show rates, pickup delays and the oldest message's age.
 
 A port in use is a :class:`~jobkit.local.server.PortInUse` (a
-:class:`~jobkit.errors.JobKitError`) before anything is printed.
+:class:`~jobkit.core.errors.JobKitError`) before anything is printed.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from jobkit.config import Declaration
+from jobkit.core.outcome import RecordResult
+from jobkit.declaration.config import Declaration
 from jobkit.local.server import PortInUse
 from jobkit.local.stack import LocalStack
-from jobkit.outcome import RecordResult
 
 IDLE_POLL_S = 0.1
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
 
 if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer

@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from jobkit.wire import NOT_SQS_TEXT
+from jobkit.core.wire import NOT_SQS_TEXT
 
 ALLOWED = "#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF"
 

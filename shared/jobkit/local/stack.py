@@ -9,7 +9,7 @@
 Queues, DLQs and the table are created from the declaration. Each queue gets
 its own :class:`~jobkit.runner.Runner` (its own "container") fed by an
 :class:`~jobkit.local.esm.EventSourceMapping` emulator. With a
-:class:`~jobkit.clock.VirtualClock`, moto's clock is the same clock, and
+:class:`~jobkit.core.clock.VirtualClock`, moto's clock is the same clock, and
 :meth:`LocalStack.drain` skips idle waits (backoffs, delays) instead of sleeping.
 moto's queues are indexed (:mod:`jobkit.local.moto_patches`), so pushing and
 running a job cost the same with 100 or 100,000 queued, and a queue with
@@ -32,10 +32,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from jobkit.clock import Clock, SystemClock, VirtualClock
-from jobkit.config import Declaration
+from jobkit.core.clock import Clock, SystemClock, VirtualClock
+from jobkit.core.resources import RUNNER_RECURSIVE_LOOP
+from jobkit.declaration.config import Declaration
 from jobkit.dedup.store import DedupStore
-from jobkit.journal import AttemptJournal
 from jobkit.local.dynamodb_rules import dynamodb_rules
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.lambda_model import lambda_control_plane
@@ -49,7 +49,7 @@ from jobkit.local.scheduler import LocalScheduler
 from jobkit.local.server import serving_aws
 from jobkit.local.sqs_rules import sqs_rules
 from jobkit.push import JobQueueGroup
-from jobkit.resources import RUNNER_RECURSIVE_LOOP
+from jobkit.records.journal import AttemptJournal
 from jobkit.runner import Runner
 from jobkit.runner.registry import JobRegistry
 from jobkit.sqs import new_messages, receive_messages
@@ -276,7 +276,7 @@ class LocalStack(Running):
             )
         sinks = [self.results, *self._sinks]
         if self._emf_stream is not None:
-            from jobkit.metrics import EmfMetrics
+            from jobkit.core.metrics import EmfMetrics
 
             sinks.append(EmfMetrics(self.declaration.namespace, self._emf_stream))
         if self.metrics_publisher is not None:

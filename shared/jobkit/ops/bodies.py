@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobkit.errors import SpecError
-from jobkit.spec import JobSpecification
+from jobkit.core.errors import SpecError
+from jobkit.core.spec import JobSpecification
 from jobkit.sqs import MAX_JOB_BYTES, message_size, sendable_attributes
 
 #: How much of a body that is not a job the listings show.

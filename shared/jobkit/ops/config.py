@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.clock import Clock, SystemClock
-from jobkit.config import Declaration, declaration_from_environment, load_declaration
+from jobkit.core.clock import Clock, SystemClock
+from jobkit.declaration.config import Declaration, declaration_from_environment, load_declaration
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient

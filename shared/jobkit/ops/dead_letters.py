@@ -21,7 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from jobkit.correlation import correlation_of, valid_correlation_id
+from jobkit.core.correlation import correlation_of, valid_correlation_id
+from jobkit.core.resources import CANARY_TYPE
+from jobkit.core.spec import JobSpecification
 from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
@@ -37,8 +39,6 @@ from jobkit.ops.verdict import (
     unknown,
 )
 from jobkit.records import FailureRecord, FinalAttempt, TableUnavailable
-from jobkit.resources import CANARY_TYPE
-from jobkit.spec import JobSpecification
 from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class DeadLetter:
     @property
     def correlation_id(self) -> str | None:
         """The correlation ID its producer sent (the request or job that pushed it), if a valid one,
-        else the job's own ID, as the runner logged it (:func:`jobkit.correlation.correlation_of`).
+        else the job's own ID, as the runner logged it (:func:`jobkit.core.correlation.correlation_of`).
         A sender's claim, like the type attribute: it leads to the request's logs."""
         return correlation_of(self.attributes.get(CORRELATION_ATTRIBUTE), self.job_id)
 

@@ -27,7 +27,7 @@ from ipaddress import ip_address
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from jobkit.config import Declaration
+from jobkit.declaration.config import Declaration
 from jobkit.ops.insight_rules import MAX_CONTRIBUTORS, LogsClient, evaluated_report, rule_report
 
 if TYPE_CHECKING:

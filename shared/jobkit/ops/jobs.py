@@ -6,13 +6,13 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobkit.config import Declaration
-from jobkit.correlation import valid_correlation_id
-from jobkit.errors import JobKitError, SpecError
+from jobkit.core.correlation import valid_correlation_id
+from jobkit.core.errors import JobKitError, SpecError
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import Declaration
 from jobkit.ops.dead_letters import failure_to_json, final_to_json
 from jobkit.push import JobQueueGroup
 from jobkit.records import ANY_DOMAIN, DomainFilter, FailureRecord, FinalAttempt, JobRuns
-from jobkit.spec import JobSpecification
 from jobkit.status.tracker import JobStatus
 
 if TYPE_CHECKING:

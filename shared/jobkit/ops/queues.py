@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobkit.config import Declaration
+from jobkit.declaration.config import Declaration
 from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
 from jobkit.sqs import QueueDirectory
 

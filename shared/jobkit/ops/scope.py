@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jobkit.config import Declaration
-from jobkit.errors import JobKitError
-from jobkit.params_schema import ParamsSchema
+from jobkit.core.errors import JobKitError
+from jobkit.declaration.config import Declaration
+from jobkit.declaration.params_schema import ParamsSchema
 from jobkit.sqs import QueueDirectory
 
 

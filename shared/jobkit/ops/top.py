@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobkit.config import Declaration
-from jobkit.metrics import DIMENSION
+from jobkit.core.metrics import DIMENSION
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration
 from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
 from jobkit.ops.queues import queue_summaries
-from jobkit.outcome import Outcome
 from jobkit.sqs import QueueDirectory
 
 if TYPE_CHECKING:

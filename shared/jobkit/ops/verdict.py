@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from jobkit.errors import SpecError, UnknownJobType
+from jobkit.core.errors import SpecError, UnknownJobType
+from jobkit.core.resources import CANARY_TYPE
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.params_schema import InvalidParams, ParamsSchema
 from jobkit.ops.bodies import safe_text
-from jobkit.params_schema import InvalidParams, ParamsSchema
 from jobkit.records import TIMED_OUT, FailureRecord, FinalAttempt, JobRuns
-from jobkit.resources import CANARY_TYPE
-from jobkit.spec import JobSpecification
 
 
 class Reason(StrEnum):

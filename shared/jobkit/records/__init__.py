@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any, Final, Literal
 
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
 from jobkit.records.keys import JobRef
 
 DAY_S = 24 * 3600

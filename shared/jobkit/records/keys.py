@@ -99,7 +99,7 @@ class JobRef:
 
 class TypeRecordOptions(Protocol):
     """The options of a job type that decide which kinds of record its runner
-    writes (a :class:`jobkit.config.JobType` is one)."""
+    writes (a :class:`jobkit.declaration.config.JobType` is one)."""
 
     @property
     def deliver_once(self) -> bool: ...

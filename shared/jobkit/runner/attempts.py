@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobkit.errors import JobFailed
-from jobkit.journal import AttemptJournal
+from jobkit.core.errors import JobFailed
 from jobkit.records import TIMED_OUT, FinalAttempt
+from jobkit.records.journal import AttemptJournal
 from jobkit.runner.delivery import Delivery
 from jobkit.sqs import DEFERRED_ATTRIBUTE
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import random
 
+from jobkit.declaration.type_options import Backoff
 from jobkit.sqs import MAX_VISIBILITY_S
-from jobkit.type_options import Backoff
 
 
 def retry_delay_s(backoff: Backoff, attempt: int, rng: random.Random) -> int:

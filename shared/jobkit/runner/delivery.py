@@ -2,7 +2,7 @@
 
 A :class:`Delivery` is a parsed record: the SQS record, the spec, the declared
 type, and which attempt this is; the runner's stages add what they learn. The ports are what the runner needs from SQS
-(:class:`jobkit.sqs.SqsQueues`), from CloudWatch (:class:`jobkit.metrics.EmfMetrics`)
+(:class:`jobkit.sqs.SqsQueues`), from CloudWatch (:class:`jobkit.core.metrics.EmfMetrics`)
 and from Lambda (its context object); the runner never imports boto3.
 """
 
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobkit.config import JobType
-from jobkit.correlation import correlation_of
-from jobkit.errors import SpecError
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.core.correlation import correlation_of
+from jobkit.core.errors import SpecError
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import JobType
 from jobkit.records.keys import JobRef
-from jobkit.spec import JobSpecification
 from jobkit.sqs import (
     CORRELATION_ATTRIBUTE,
     MAX_JOB_BYTES,
@@ -29,7 +29,7 @@ from jobkit.sqs import (
 from jobkit.status.tracker import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
-    from jobkit.job import Job
+    from jobkit.jobs.job import Job
     from jobkit.sqs.attributes import AttributeValue
 
 

@@ -15,7 +15,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jobkit.job import Job
+    from jobkit.jobs.job import Job
 
 log = logging.getLogger(__name__)
 

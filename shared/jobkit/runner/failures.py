@@ -22,18 +22,18 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from jobkit.clock import Clock
-from jobkit.config import QueueConfig
-from jobkit.correlation import correlation_of
-from jobkit.errors import NonRetryableError
-from jobkit.job import Job
-from jobkit.journal import AttemptJournal
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.core.clock import Clock
+from jobkit.core.correlation import correlation_of
+from jobkit.core.errors import NonRetryableError
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import QueueConfig
+from jobkit.jobs.job import Job
 from jobkit.records import FailureRecord
+from jobkit.records.journal import AttemptJournal
 from jobkit.runner.backoff import retry_delay_s
 from jobkit.runner.delivery import Delivery, QueuePort, message_id_of, receive_count, string_attribute_of
 from jobkit.runner.error_text import describe, error_message, text_of, traceback_tail
-from jobkit.spec import JobSpecification
 from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, DeadLetterReason
 
 log = logging.getLogger(__name__)

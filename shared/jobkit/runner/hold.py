@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 
-from jobkit.clock import Clock
-from jobkit.errors import HeldTooLong
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.core.clock import Clock
+from jobkit.core.errors import HeldTooLong
+from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.runner.delivery import Delivery, string_attribute_of
 from jobkit.runner.failures import Failures
 from jobkit.runner.requeue import Requeue

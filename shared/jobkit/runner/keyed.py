@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from jobkit.config import JobType
+from jobkit.declaration.config import JobType
 from jobkit.flow.options import FlowKey
 from jobkit.runner.delivery import Delivery
 

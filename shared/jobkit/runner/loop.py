@@ -19,15 +19,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from jobkit.canary import CANARY_TYPE, canary_type, expired
-from jobkit.clock import Clock, SystemClock
-from jobkit.config import Declaration, JobType
-from jobkit.correlation import correlation_scope
+from jobkit.core.clock import Clock, SystemClock
+from jobkit.core.correlation import correlation_scope
+from jobkit.core.errors import JobClassError, JobFailed, SpecError, UnknownJobType
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import Declaration, JobType
+from jobkit.declaration.params_schema import InvalidParams
 from jobkit.dedup.store import DedupStore
-from jobkit.errors import JobClassError, JobFailed, SpecError, UnknownJobType
-from jobkit.journal import AttemptJournal
-from jobkit.outcome import Outcome, RecordResult
-from jobkit.params_schema import InvalidParams
+from jobkit.jobs.canary import CANARY_TYPE, canary_type, expired
+from jobkit.records.journal import AttemptJournal
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.deadline import TimeBudget
 from jobkit.runner.delivery import (
@@ -45,11 +46,10 @@ from jobkit.runner.registry import JobRegistry
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import JOB_ERRORS, LATER, Hooks, Run, Stage, overrides
 from jobkit.runner.stages import StageKit, standard_stages
-from jobkit.spec import JobSpecification
 from jobkit.sqs.first_seen import enqueued_at, first_seen_at, pushed_at
 
 if TYPE_CHECKING:
-    from jobkit.job import QueueGroup
+    from jobkit.jobs.job import QueueGroup
     from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 import threading
 
-from jobkit.canary import CANARY_CLASS, CANARY_TYPE
-from jobkit.config import Declaration
-from jobkit.errors import JobClassError
-from jobkit.job import Job
+from jobkit.core.errors import JobClassError
+from jobkit.declaration.config import Declaration
+from jobkit.jobs.canary import CANARY_CLASS, CANARY_TYPE
+from jobkit.jobs.job import Job
 
 
 class JobRegistry:

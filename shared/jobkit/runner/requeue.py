@@ -6,8 +6,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from jobkit.journal import AttemptJournal
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.records.journal import AttemptJournal
 from jobkit.runner.delivery import Delivery, QueuePort, string_attribute_of
 from jobkit.runner.failures import Failures
 from jobkit.sqs import (

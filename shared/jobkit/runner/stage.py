@@ -50,7 +50,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from jobkit.outcome import RecordResult
+    from jobkit.core.outcome import RecordResult
     from jobkit.runner.delivery import Delivery
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ needs neither the runtime's Python version nor a container.
 
 from __future__ import annotations
 
-from jobkit.resources import ARCHITECTURE, RUNTIME
+from jobkit.core.resources import ARCHITECTURE, RUNTIME
 
 #: The machine (``platform_machine``) of each Lambda architecture, and pip's platform tag for it.
 MACHINES = {"arm64": "aarch64", "x86_64": "x86_64"}

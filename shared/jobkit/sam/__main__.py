@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     runner.add_argument("--to", type=Path, required=True, help="the artifacts directory ($ARTIFACTS_DIR)")
     runner.add_argument("--config", type=Path, required=True, help="the job declaration (see --makefile)")
     arguments = parser.parse_args(argv)
-    from jobkit.extras import MissingExtra, require
+    from jobkit.core.extras import MissingExtra, require
 
     try:
         require("cli", "building for sam build")
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             pins = build_layer(arguments.to)
             print(f"jobkit layer: jobkit {_version()} and {', '.join(pins) or 'no other packages'}")
         else:
-            from jobkit.config import load_declaration
+            from jobkit.declaration.config import load_declaration
             from jobkit.sam.runner import build_runner
 
             config = arguments.config

@@ -18,15 +18,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jobkit.config import Declaration
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
+from jobkit.declaration.config import Declaration
 from jobkit.sam.pushes import check_pushes
 from jobkit.sam.runner import copy_code
 
 _IMPORT_EACH = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from jobkit.errors import JobClassError
+from jobkit.core.errors import JobClassError
 from jobkit.runner.registry import JobRegistry
 from jobkit.sam.pushes import literal_pushes
 problems, pushes = {}, {}

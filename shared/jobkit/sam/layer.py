@@ -17,9 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobkit.errors import JobKitError
-from jobkit.extras import DISTRIBUTION, require
-from jobkit.resources import ARCHITECTURE, RUNTIME
+from jobkit.core.errors import JobKitError
+from jobkit.core.extras import DISTRIBUTION, require
+from jobkit.core.resources import ARCHITECTURE, RUNTIME
 from jobkit.sam import MACHINES, pip_target_flags
 
 #: Distributions the Lambda Python runtime provides (boto3 and its dependencies).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jobkit.config import Declaration
+from jobkit.declaration.config import Declaration
 
 #: The Makefile's directory, relative to the declaration's.
 DIRECTORY = "sam"

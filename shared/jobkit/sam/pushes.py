@@ -1,7 +1,7 @@
 """``jobkit template --check``: the types a job class obviously pushes, against its type's ``pushes``.
 
 A runner knows only its queue's types and the types they push
-(:meth:`jobkit.config.Declaration.for_runner`), so a job that pushes a type
+(:meth:`jobkit.declaration.config.Declaration.for_runner`), so a job that pushes a type
 missing from its type's ``pushes`` fails every attempt that pushes it. The
 check reads each class's instance methods (its own, and those of its bases
 outside jobkit) for ``JobSpecification("name", ...)`` with a literal type
@@ -20,8 +20,8 @@ import os
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from jobkit.config import Declaration
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
+from jobkit.declaration.config import Declaration
 
 #: The name of the spec class as a job's code calls it (``JobSpecification`` or ``jobkit.JobSpecification``).
 _SPEC_CLASS = "JobSpecification"

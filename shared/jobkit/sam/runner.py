@@ -21,9 +21,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from jobkit.config import Declaration
-from jobkit.errors import ConfigError
-from jobkit.extras import DISTRIBUTION
+from jobkit.core.errors import ConfigError
+from jobkit.core.extras import DISTRIBUTION
+from jobkit.declaration.config import Declaration
 from jobkit.sam.layer import IGNORED, BuildError, pip_install
 
 

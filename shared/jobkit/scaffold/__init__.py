@@ -21,10 +21,10 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from jobkit.config import TYPE_OPTIONS
-from jobkit.errors import JobKitError
-from jobkit.options import reference
-from jobkit.resources import PREFIX_PATTERN
+from jobkit.core.errors import JobKitError
+from jobkit.core.resources import PREFIX_PATTERN
+from jobkit.declaration.config import TYPE_OPTIONS
+from jobkit.declaration.options import reference
 from jobkit.sam.makefile import DIRECTORY
 
 DECLARATION = Path("infra/jobs.toml")

@@ -38,7 +38,7 @@ HELD_ATTRIBUTE = "jobkit.held"
 TYPE_ATTRIBUTE = "JobType"
 
 #: The correlation ID of the request or job that pushed the job (see
-#: :mod:`jobkit.correlation`). The sender's, not the runner's: copies keep it.
+#: :mod:`jobkit.core.correlation`). The sender's, not the runner's: copies keep it.
 CORRELATION_ATTRIBUTE = "CorrelationId"
 
 #: The producer's W3C trace context, when an OpenTelemetry span was active.

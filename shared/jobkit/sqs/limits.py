@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jobkit.wire import NOT_SQS_TEXT
+from jobkit.core.wire import NOT_SQS_TEXT
 
 #: SQS limits (2025 onwards: messages and batches up to 1 MiB).
 MAX_MESSAGE_BYTES = 1_048_576

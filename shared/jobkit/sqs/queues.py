@@ -8,7 +8,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobkit.config import Declaration
+from jobkit.declaration.config import Declaration
 from jobkit.sqs.attributes import (
     DeadLetterReason,
     by_priority,

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from jobkit.config import Declaration
+from jobkit.declaration.config import Declaration
 from jobkit.sqs.batches import Outgoing, SendResult, send_batch
 from jobkit.sqs.queues import QueueDirectory
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobkit.options import flag
+from jobkit.declaration.options import flag
 
 STATUS_OPTIONS = (
     flag(

@@ -26,13 +26,13 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobkit.clock import Clock
-from jobkit.errors import JobKitError
+from jobkit.core.clock import Clock
+from jobkit.core.errors import JobKitError
 from jobkit.records import STATUS_RECORD_TTL_S, JobState, JobStatus
 
 if TYPE_CHECKING:
+    from jobkit.core.spec import JobSpecification
     from jobkit.records.store import Records
-    from jobkit.spec import JobSpecification
 
 log = logging.getLogger(__name__)
 

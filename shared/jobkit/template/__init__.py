@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobkit.config import Declaration, QueueConfig
-from jobkit.errors import ConfigError
-from jobkit.resources import ARCHITECTURE, RUNTIME
+from jobkit.core.errors import ConfigError
+from jobkit.core.resources import ARCHITECTURE, RUNTIME
+from jobkit.declaration.config import Declaration, QueueConfig
 from jobkit.template import stacks
 from jobkit.template.alarms import alarm_topic, conditions, limit_alarms, queue_alarms, type_alarms
 from jobkit.template.cfn_yaml import to_yaml

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobkit.config import Declaration, JobType, QueueConfig
+from jobkit.declaration.config import Declaration, JobType, QueueConfig
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.naming import NAMES, QueueIds, logical_id
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
 
 
 def to_yaml(template: Mapping[str, Any]) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jobkit.config import Declaration, JobType
-from jobkit.outcome import Outcome
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration, JobType
 from jobkit.template.naming import NAMES
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jobkit.config import Declaration, declaration_to_dict
+from jobkit.core.resources import ARCHITECTURE, PREFIX_PARAMETER, RUNTIME
+from jobkit.declaration.config import Declaration, declaration_to_dict
 from jobkit.records.keys import root_records_pattern
-from jobkit.resources import ARCHITECTURE, PREFIX_PARAMETER, RUNTIME
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import table_statement
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds

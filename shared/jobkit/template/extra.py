@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
 from jobkit.template.cfn_yaml import from_yaml
 
 SECTIONS_USERS_MAY_EXTEND = ("Parameters", "Conditions", "Resources", "Outputs")

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from jobkit.canary import canary_type
-from jobkit.config import Declaration, QueueConfig
+from jobkit.core.resources import CANARY_TYPE
+from jobkit.declaration.config import Declaration, QueueConfig
+from jobkit.jobs.canary import canary_type
 from jobkit.records.keys import leading_key_patterns, own_records_pattern, root_records_pattern
-from jobkit.resources import CANARY_TYPE
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 
 #: What the runner does with the table: claims, failure and status records, reads of them.

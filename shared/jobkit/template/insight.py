@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jobkit.config import Declaration
-from jobkit.resources import ResourceNames
+from jobkit.core.resources import ResourceNames
+from jobkit.declaration.config import Declaration
 from jobkit.template.naming import NAMES, QueueIds, logical_id
 
 #: The rule's contributor keys: a contributor is a (job type, domain) pair.

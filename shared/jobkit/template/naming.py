@@ -1,12 +1,12 @@
 """How the template names things: the logical IDs of its resources and outputs,
 and the names of the deployed resources (``Fn::Sub`` strings on the ``Prefix``
-parameter, from :class:`~jobkit.resources.ResourceNames`)."""
+parameter, from :class:`~jobkit.core.resources.ResourceNames`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobkit.resources import ResourceNames, logical_id
+from jobkit.core.resources import ResourceNames, logical_id
 
 __all__ = ["NAMES", "QueueIds", "logical_id"]
 

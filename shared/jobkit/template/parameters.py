@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobkit.config import Declaration
-from jobkit.resources import PREFIX_PARAMETER, PREFIX_PATTERN, ResourceNames
+from jobkit.core.resources import PREFIX_PARAMETER, PREFIX_PATTERN, ResourceNames
+from jobkit.declaration.config import Declaration
 
 # fmt: off
 #: The retention periods CloudWatch Logs accepts (PutRetentionPolicy), in days.

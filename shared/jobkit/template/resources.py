@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobkit.config import Declaration, QueueConfig, declaration_to_dict
-from jobkit.errors import ConfigError
-from jobkit.resources import (
+from jobkit.core.errors import ConfigError
+from jobkit.core.resources import (
     ARCHITECTURE,
     DLQ_RETENTION_S,
     HANDLER,
@@ -26,6 +25,7 @@ from jobkit.resources import (
     TTL_ATTRIBUTE,
     ResourceNames,
 )
+from jobkit.declaration.config import Declaration, QueueConfig, declaration_to_dict
 from jobkit.sam.makefile import makefile_path
 from jobkit.sam.runner import code_package
 from jobkit.sqs.limits import MAX_MESSAGE_BYTES

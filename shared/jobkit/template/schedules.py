@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobkit.config import Declaration
-from jobkit.resources import DLQ_RETENTION_S
-from jobkit.schedules import Schedule, input_template
+from jobkit.core.resources import DLQ_RETENTION_S
+from jobkit.declaration.config import Declaration
+from jobkit.declaration.schedules import Schedule, input_template
 from jobkit.sqs.limits import MAX_MESSAGE_BYTES
 from jobkit.template.alarms import schedules_dlq_alarm
 from jobkit.template.checkov import checkov_skips

@@ -30,9 +30,9 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from jobkit.config import Declaration
-from jobkit.errors import ConfigError
-from jobkit.resources import PREFIX_PARAMETER
+from jobkit.core.errors import ConfigError
+from jobkit.core.resources import PREFIX_PARAMETER
+from jobkit.declaration.config import Declaration
 from jobkit.template.naming import NAMES, QueueIds
 
 #: Queues a single stack holds; more go into nested stacks.

@@ -32,14 +32,14 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobkit.clock import VirtualClock
-from jobkit.config import Declaration, declaration_from_environment
-from jobkit.errors import JobFailed
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import JobFailed
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import Declaration, declaration_from_environment
 from jobkit.local.lambda_context import FakeLambdaContext
-from jobkit.outcome import Outcome, RecordResult
 from jobkit.push import JobQueueGroup
 from jobkit.records import FailureRecord
-from jobkit.spec import JobSpecification
 from jobkit.sqs import receive_messages
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class JobkitStack:
         The declaration's ``code_dir`` goes on ``sys.path`` while the stack runs,
         so its classes import as they would in the runner function.
         """
-        from jobkit.config import load_declaration
+        from jobkit.declaration.config import load_declaration
 
         return cls(load_declaration(path), **options)
 
@@ -248,7 +248,7 @@ def sqs_event(
             stack's ``clock.now()`` when its runner is on a virtual clock behind
             the real one.
     """
-    from jobkit.correlation import current_correlation_id, new_correlation_id
+    from jobkit.core.correlation import current_correlation_id, new_correlation_id
     from jobkit.local.esm import lambda_record
 
     if now is None:

@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from jobkit.errors import JobKitError, UnknownJobType
+from jobkit.core.errors import JobKitError, UnknownJobType
 from jobkit.ui.access import TokenGate
 from jobkit.ui.actions import Actions
 from jobkit.ui.csrf import FIELD, CsrfGuard

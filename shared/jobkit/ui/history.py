@@ -23,8 +23,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from jobkit.config import Declaration
-from jobkit.metrics import DIMENSION
+from jobkit.core.metrics import DIMENSION
+from jobkit.declaration.config import Declaration
 from jobkit.ops.cloudwatch import MetricQuery, metric_series
 from jobkit.ops.top import FINAL_OUTCOME_METRICS
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from starlette.applications import Starlette
 
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -83,7 +83,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from jobkit.clock import VirtualClock
+from jobkit.core.clock import VirtualClock
 from jobkit.local.moto_patches.check import MotoUnsupported, check_moto
 from jobkit.local.moto_patches.clock import moto_on_clock
 from jobkit.local.moto_patches.cloudwatch import cloudwatch_percentiles, drop_metric_data_before, percentile

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from jobkit.clock import VirtualClock
+from jobkit.core.clock import VirtualClock
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """``jobkit verify``: a deployed stack proves itself.
 
 Through each declared queue (or each named type's), it sends canaries
-(:mod:`jobkit.canary`, a type every runner serves without a declaration and
+(:mod:`jobkit.jobs.canary`, a type every runner serves without a declaration and
 which runs no user code) and reads back what became of each from the jobs
 table, where a canary records its status:
 

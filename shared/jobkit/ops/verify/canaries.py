@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from jobkit.canary import EXPIRES_PARAM
-from jobkit.config import Declaration, QueueConfig
+from jobkit.core.resources import CANARY_TYPE, RUNNER_RECURSIVE_LOOP
+from jobkit.core.spec import JobSpecification
+from jobkit.declaration.config import Declaration, QueueConfig
+from jobkit.jobs.canary import EXPIRES_PARAM
 from jobkit.ops.verify.check import Check, Clients, VerifyRefused, call
 from jobkit.ops.verify.dead_letters import CanaryDeadLetters
 from jobkit.ops.verify.wiring import WiringChecks
 from jobkit.records import JobState, JobStatus
-from jobkit.resources import CANARY_TYPE, RUNNER_RECURSIVE_LOOP
-from jobkit.spec import JobSpecification
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
 
 #: The domain canaries are sent in (their records are keyed by it, like any job's).

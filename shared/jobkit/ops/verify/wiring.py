@@ -8,9 +8,9 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from jobkit.config import Declaration, QueueConfig
+from jobkit.core.resources import RUNNER_RECURSIVE_LOOP
+from jobkit.declaration.config import Declaration, QueueConfig
 from jobkit.ops.verify.check import Check, Clients, call, refused
-from jobkit.resources import RUNNER_RECURSIVE_LOOP
 
 
 class WiringChecks:

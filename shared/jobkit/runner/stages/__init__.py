@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock
-from jobkit.config import JobType, QueueConfig
+from jobkit.core.clock import Clock
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import JobType, QueueConfig
 from jobkit.dedup.store import DedupStore
-from jobkit.journal import AttemptJournal
-from jobkit.outcome import Outcome
+from jobkit.records.journal import AttemptJournal
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import MetricsPort, QueuePort
 from jobkit.runner.failures import Failures
@@ -29,7 +29,7 @@ from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage
 
 if TYPE_CHECKING:
-    from jobkit.job import QueueGroup
+    from jobkit.jobs.job import QueueGroup
     from jobkit.records.store import Records
 
 

@@ -14,10 +14,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock
-from jobkit.config import JobType
-from jobkit.outcome import RecordResult
-from jobkit.parallel import Parallel
+from jobkit.core.clock import Clock
+from jobkit.core.outcome import RecordResult
+from jobkit.core.parallel import Parallel
+from jobkit.declaration.config import JobType
 from jobkit.records import TableUnavailable
 from jobkit.records.leases import Full, Lease, Leases
 from jobkit.runner.delivery import Delivery

@@ -32,17 +32,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock
+from jobkit.core.clock import Clock
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.parallel import Parallel
+from jobkit.core.spec import JobSpecification
 from jobkit.dedup.admission import SUPERSEDED_REASON, Admission, Verdict
-from jobkit.outcome import Outcome, RecordResult
-from jobkit.parallel import Parallel
 from jobkit.records import TableUnavailable
 from jobkit.records.debounce_windows import Debounced, DebounceWindows, Registered, job_ref
 from jobkit.runner.delivery import Delivery, string_attribute_of
 from jobkit.runner.hold import Hold
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Later, Stage
-from jobkit.spec import JobSpecification
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
 
 if TYPE_CHECKING:

@@ -20,11 +20,11 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock
+from jobkit.core.clock import Clock
+from jobkit.core.errors import SpecError
+from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.dedup.admission import Admission, Candidate, Verdict
 from jobkit.dedup.store import DedupStore
-from jobkit.errors import SpecError
-from jobkit.outcome import Outcome, RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.failures import Failures
 from jobkit.runner.requeue import Requeue

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from jobkit.errors import NonRetryableError
-from jobkit.job import JobContext
-from jobkit.outcome import RecordResult
+from jobkit.core.errors import NonRetryableError
+from jobkit.core.outcome import RecordResult
+from jobkit.jobs.job import JobContext
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.failures import Failures
 from jobkit.runner.stage import JOB_ERRORS, Stage
 
 if TYPE_CHECKING:
-    from jobkit.job import QueueGroup
+    from jobkit.jobs.job import QueueGroup
     from jobkit.runner.stages import Parts, StageKit
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from jobkit.errors import JobFailed
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.core.errors import JobFailed
+from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.failures import Failures

@@ -10,7 +10,7 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from jobkit.outcome import RecordResult
+from jobkit.core.outcome import RecordResult
 from jobkit.runner.delivery import Delivery, MetricsPort
 from jobkit.runner.stage import Stage
 

@@ -21,11 +21,11 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock
-from jobkit.config import JobType
+from jobkit.core.clock import Clock
+from jobkit.core.outcome import RecordResult
+from jobkit.core.parallel import Parallel
+from jobkit.declaration.config import JobType
 from jobkit.flow.options import RateLimit
-from jobkit.outcome import RecordResult
-from jobkit.parallel import Parallel
 from jobkit.records import TableUnavailable
 from jobkit.records.token_buckets import Grant, TokenBuckets
 from jobkit.runner.delivery import Delivery

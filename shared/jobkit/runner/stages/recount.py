@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from jobkit.journal import AttemptJournal
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.records import TableUnavailable
+from jobkit.records.journal import AttemptJournal
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobkit.canary import CANARY_TYPE, hop_cap
-from jobkit.clock import Clock
-from jobkit.outcome import Outcome, RecordResult
+from jobkit.core.clock import Clock
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.jobs.canary import CANARY_TYPE, hop_cap
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Stage

@@ -1,5 +1,5 @@
 """Job status for ``track_status`` types: ``running`` when an attempt starts,
-then what the result's outcome says (:attr:`jobkit.outcome.Outcome.status`):
+then what the result's outcome says (:attr:`jobkit.core.outcome.Outcome.status`):
 ``succeeded``, ``failed`` (and whether it will be retried) or ``skipped`` (a
 duplicate, superseded, or debounced). Other types get the tracker that writes nothing,
 and cost no request. See :mod:`jobkit.status.tracker`."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock
-from jobkit.outcome import RecordResult
+from jobkit.core.clock import Clock
+from jobkit.core.outcome import RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
 from jobkit.status.tracker import RecordingStatusTracker
@@ -42,7 +42,7 @@ class Status(Stage):
         if delivery is None:
             return
         now = self._clock.now()
-        status = result.status  # each outcome says what it means for the status (jobkit.outcome)
+        status = result.status  # each outcome says what it means for the status (jobkit.core.outcome)
         if status == "succeeded":
             delivery.status.succeeded(now)
         elif status == "skipped":

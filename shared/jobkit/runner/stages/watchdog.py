@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Alarm, Clock
+from jobkit.core.clock import Alarm, Clock
 from jobkit.records import TIMED_OUT, FailureRecord
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage

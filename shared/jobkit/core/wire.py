@@ -29,7 +29,7 @@ import math
 import re
 from typing import Any
 
-from jobkit.errors import SpecError
+from jobkit.core.errors import SpecError
 
 WIRE_VERSION = 1
 

@@ -2,13 +2,13 @@
 
 A feature lists its keys as :class:`TypeOption` values: the key, its default,
 how it is read and written back, and the line of the reference that documents
-it. :mod:`jobkit.config` composes the features' lists into a job type
-(:data:`jobkit.config.TYPE_OPTIONS`); the commented reference of a
+it. :mod:`jobkit.declaration.config` composes the features' lists into a job type
+(:data:`jobkit.declaration.config.TYPE_OPTIONS`); the commented reference of a
 ``jobs.toml`` is generated from them (:func:`reference`): ``jobkit init``
 writes it, and ``make reference`` rewrites the example app's.
 
 A new key is one :class:`TypeOption` in its feature's module and one field of
-:class:`jobkit.config.JobType`.
+:class:`jobkit.declaration.config.JobType`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ class TypeOption:
         parse: reads the TOML value (``Where`` names the key for errors).
         shown: what the reference shows after the key (``"= 3"``, ``"(required)"``).
         doc: the reference's text for it.
-        field: the :class:`~jobkit.config.JobType` field (default: ``key``).
+        field: the :class:`~jobkit.declaration.config.JobType` field (default: ``key``).
         to_toml: the value in its TOML shape (default: as is); ``None`` leaves
             the key out.
         in_defaults: whether ``[defaults]`` may set it.
@@ -178,7 +178,7 @@ def rewrite_reference(text: str, block: str) -> str:
 def write_reference(options: Sequence[TypeOption], *paths: str | Path) -> None:
     """Rewrite each jobs.toml's reference of the type keys from ``options``
     (``make reference`` does it for the example app's, with
-    :data:`jobkit.config.TYPE_OPTIONS`)."""
+    :data:`jobkit.declaration.config.TYPE_OPTIONS`)."""
     block = reference(options)
     for name in paths:
         path = Path(name)

@@ -1,8 +1,8 @@
 """The core keys of a job type: its class, its queue and runner function,
 retries, the types it pushes and its log level. Each feature declares its own
 keys beside it (:mod:`jobkit.dedup.options`, :mod:`jobkit.status.options`,
-:mod:`jobkit.flow.options`, :mod:`jobkit.tracing`, :mod:`jobkit.params_schema`);
-:mod:`jobkit.config` composes them."""
+:mod:`jobkit.flow.options`, :mod:`jobkit.declaration.tracing`, :mod:`jobkit.declaration.params_schema`);
+:mod:`jobkit.declaration.config` composes them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jobkit.options import TypeOption, Where, int_in, matches, no_unknown_keys, num_in, str_list, table
+from jobkit.declaration.options import TypeOption, Where, int_in, matches, no_unknown_keys, num_in, str_list, table
 
 CLASS_PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,60}$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from jobkit.clock import Clock, SystemClock
+from jobkit.core.clock import Clock, SystemClock
 from jobkit.records import (
     DEFERRAL_RECORD_TTL_S,
     FAILURE_RECORD_TTL_S,

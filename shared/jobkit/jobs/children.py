@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections import Counter
 
-from jobkit.spec import JobSpecification, canonical_json
+from jobkit.core.spec import JobSpecification, canonical_json
 
 #: The namespace of job IDs derived from a parent job's.
 _CHILD_ID_NAMESPACE = uuid.UUID("6b7c3f0e-5d1a-4c8e-9a0b-2f4e6d8c1a3b")

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from jobkit.errors import ConfigError
+from jobkit.core.errors import ConfigError
 
 #: How long a dead letter is kept: the SQS maximum, 14 days.
 DLQ_RETENTION_S = 14 * 24 * 3600
@@ -124,7 +124,7 @@ def logical_id(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in parts if part)
 
 
-#: The type of `jobkit verify`'s canary, which every runner serves (:mod:`jobkit.canary`):
+#: The type of `jobkit verify`'s canary, which every runner serves (:mod:`jobkit.jobs.canary`):
 #: reserved, no declared type may take it.
 CANARY_TYPE = "jobkitCanary"
 

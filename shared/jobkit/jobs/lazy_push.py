@@ -3,7 +3,7 @@ decided on them is done, then pushed: at the end of a ``deferred()`` block,
 after a WSGI or ASGI response, or when a Lambda handler returns.
 
 The middleware also gives each request its correlation ID (see
-:mod:`jobkit.correlation`), which every job the request pushes carries."""
+:mod:`jobkit.core.correlation`), which every job the request pushes carries."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
-from jobkit.correlation import asgi_headers, correlation_scope, from_headers
-from jobkit.errors import JobQueueError
-from jobkit.spec import JobSpecification
+from jobkit.core.correlation import asgi_headers, correlation_scope, from_headers
+from jobkit.core.errors import JobQueueError
+from jobkit.core.spec import JobSpecification
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobkit.config import JobType, QueueConfig
-from jobkit.errors import NonRetryableError
-from jobkit.job import Job
-from jobkit.resources import CANARY_TYPE
-from jobkit.type_options import Backoff
+from jobkit.core.errors import NonRetryableError
+from jobkit.core.resources import CANARY_TYPE
+from jobkit.declaration.config import JobType, QueueConfig
+from jobkit.declaration.type_options import Backoff
+from jobkit.jobs.job import Job
 
 __all__ = [
     "CANARY_CLASS",
@@ -36,7 +36,7 @@ __all__ = [
     "hop_cap",
 ]
 
-CANARY_CLASS = "jobkit.canary:CanaryJob"
+CANARY_CLASS = "jobkit.jobs.canary:CanaryJob"
 #: The param that asks for shorter delay hops, in seconds.
 HOP_PARAM = "hopS"
 #: The param after which (epoch seconds) a canary is dropped unrun, leaving no record.

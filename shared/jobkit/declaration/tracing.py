@@ -4,7 +4,7 @@ the template gives the function active tracing and the build adds aws-xray-sdk).
 
 from __future__ import annotations
 
-from jobkit.options import flag
+from jobkit.declaration.options import flag
 
 TRACING_OPTIONS = (
     flag(

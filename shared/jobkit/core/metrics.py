@@ -37,7 +37,7 @@ from typing import Any, TextIO
 
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from jobkit.outcome import RecordResult
+from jobkit.core.outcome import RecordResult
 
 DIMENSION = "JobType"
 # EMF allows 100 values per metric in one document, and Powertools prints a

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobkit.errors import SpecError
-from jobkit.wire import (
+from jobkit.core.errors import SpecError
+from jobkit.core.wire import (
     FIELD_NAME_PATTERN,
     ID_PATTERN,
     KNOWN_FIELDS,

@@ -23,7 +23,7 @@ import types
 import typing
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-from jobkit.errors import JobKitError
+from jobkit.core.errors import JobKitError
 
 _SCALARS: dict[Any, dict[str, Any]] = {
     str: {"type": "string"},

@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobkit.cron import iso_utc
-from jobkit.errors import ConfigError, SpecError
-from jobkit.resources import refuse_shared_logical_ids
-from jobkit.spec import JobSpecification
-from jobkit.wire import WIRE_VERSION, valid_domain
+from jobkit.core.cron import iso_utc
+from jobkit.core.errors import ConfigError, SpecError
+from jobkit.core.resources import refuse_shared_logical_ids
+from jobkit.core.spec import JobSpecification
+from jobkit.core.wire import WIRE_VERSION, valid_domain
 
 
 class ChecksJobs(Protocol):
@@ -80,7 +80,7 @@ class Schedule:
 def _cron_problem(cron: str) -> str | None:
     """What is wrong with a cron expression's values (``99 3 * * ? *``), or None.
     ``L``, ``W`` and ``#`` are AWS's to evaluate: not a problem."""
-    from jobkit.cron import Cron, CronNotSupported
+    from jobkit.core.cron import Cron, CronNotSupported
 
     try:
         Cron.parse(cron)

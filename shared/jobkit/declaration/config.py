@@ -5,7 +5,7 @@ push SDK's routing, the runner's class resolution (job classes are resolved
 only from here, never from message content), the local stack and
 template.yaml.
 
-Every problem is reported as a :class:`~jobkit.errors.ConfigError` that names
+Every problem is reported as a :class:`~jobkit.core.errors.ConfigError` that names
 the file and the key, e.g. ``infra/jobs.toml: types.refreshLinks.max_attempts:
 must be an integer from 1 to 1000 (SQS maxReceiveCount), got 0``.
 """
@@ -19,12 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.dedup.options import DEDUP_OPTIONS
-from jobkit.errors import ConfigError, UnknownJobType
-from jobkit.flow.options import DOMAIN_KEY, FLOW_OPTIONS, ConcurrencyLimit, Debounce, FlowKey, RateLimit
-from jobkit.options import TypeOption, Where, matches, no_unknown_keys, table
-from jobkit.params_schema import PARAMS_OPTIONS
-from jobkit.resources import (
+from jobkit.core.errors import ConfigError, UnknownJobType
+from jobkit.core.resources import (
     CANARY_TYPE,
     DEFAULT_PREFIX,
     PREFIX_PATTERN,
@@ -32,16 +28,20 @@ from jobkit.resources import (
     refuse_names_aws_refuses,
     refuse_shared_logical_ids,
 )
+from jobkit.core.wire import TYPE_PATTERN
+from jobkit.declaration.options import TypeOption, Where, matches, no_unknown_keys, table
+from jobkit.declaration.params_schema import PARAMS_OPTIONS
+from jobkit.declaration.tracing import TRACING_OPTIONS
+from jobkit.declaration.type_options import CORE_OPTIONS, Backoff
+from jobkit.dedup.options import DEDUP_OPTIONS
+from jobkit.flow.options import DOMAIN_KEY, FLOW_OPTIONS, ConcurrencyLimit, Debounce, FlowKey, RateLimit
 from jobkit.status.options import STATUS_OPTIONS
-from jobkit.tracing import TRACING_OPTIONS
-from jobkit.type_options import CORE_OPTIONS, Backoff
-from jobkit.wire import TYPE_PATTERN
 
 if TYPE_CHECKING:
+    from jobkit.core.spec import JobSpecification
+    from jobkit.declaration.params_schema import ParamsSchema
+    from jobkit.declaration.schedules import Schedule
     from jobkit.endpoint.options import EndpointOptions
-    from jobkit.params_schema import ParamsSchema
-    from jobkit.schedules import Schedule
-    from jobkit.spec import JobSpecification
 
 DEFAULT_PATH = Path("infra/jobs.toml")
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_./#:-]{1,255}$")
@@ -76,7 +76,7 @@ class JobType:
     params_schema: ParamsSchema | None = None  # the shape of its params, checked at push and by the runner
 
     def check_params(self, job_id: str, params: Mapping[str, Any]) -> None:
-        """Raise :class:`~jobkit.params_schema.InvalidParams` if ``params`` do not
+        """Raise :class:`~jobkit.declaration.params_schema.InvalidParams` if ``params`` do not
         match the declared ``params_schema`` (a type without one takes any)."""
         if self.params_schema is not None:
             self.params_schema.check(self.name, job_id, params)
@@ -318,7 +318,7 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     refuse_shared_logical_ids(source, types, lambda name: f"types.{name}")
     refuse_shared_logical_ids(source, {t.queue for t in types.values()}, lambda _: "types.*.queue")
     refuse_names_aws_refuses(source, {t.queue: t.name for t in sorted(types.values(), key=lambda t: t.name)})
-    from jobkit.schedules import parse_schedules
+    from jobkit.declaration.schedules import parse_schedules
 
     schedules = parse_schedules(source, raw.get("schedules", {}), types)
     push_endpoint = None
@@ -392,7 +392,7 @@ def declaration_to_dict(
         types[name] = keys
     out: dict[str, Any] = {"jobkit": {"prefix": declaration.prefix, "namespace": declaration.namespace}, "types": types}
     if declaration.schedules and only_types is None:  # a runner's environment needs none
-        from jobkit.schedules import schedules_to_dict
+        from jobkit.declaration.schedules import schedules_to_dict
 
         out["schedules"] = schedules_to_dict(declaration.schedules)
     if declaration.push_endpoint is not None and only_types is None:

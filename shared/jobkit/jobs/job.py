@@ -11,7 +11,7 @@ Subclass it, implement :meth:`Job.run`, and declare the class in
 
 A job fails when ``run()`` raises or returns ``False``. It is retried with
 backoff up to the type's ``max_attempts``, unless :meth:`allow_retries` is
-false or it raises :class:`~jobkit.errors.NonRetryableError`.
+false or it raises :class:`~jobkit.core.errors.NonRetryableError`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobkit.spec import JobSpecification, new_root_job_params
+from jobkit.core.spec import JobSpecification, new_root_job_params
 from jobkit.status.tracker import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
-    from jobkit.config import JobType
+    from jobkit.declaration.config import JobType
 
 
 class QueueGroup(Protocol):

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from jobkit.errors import ConfigError, SpecError
-from jobkit.options import TypeOption
+from jobkit.core.errors import ConfigError, SpecError
+from jobkit.declaration.options import TypeOption
 
 #: Params jobkit or MediaWiki's conventions own, left out of a type's schema check.
 BOOKKEEPING_PARAMS = ("rootJobSignature", "rootJobTimestamp", "rootJobIsSelf", "jobReleaseTimestamp", "requestId")
