@@ -1,74 +1,74 @@
-"""Create the declared queues, DLQs and table in an (emulated) AWS account.
-
-These are the same resources, names and settings that template.yaml declares
-for a real deployment.
+"""Create the declared queues, DLQs and table in an (emulated) AWS account,
+from the template builder's own resources (:func:`jobkit.template.resources.sqs_queues`,
+:func:`~jobkit.template.resources.jobs_table`): a setting changed in the
+template is changed here too. Or deploy a SAM template itself
+(:func:`deploy_template`), as ``jobkit local up --template`` does.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.core.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S, TABLE_KEYS, TTL_ATTRIBUTE
 from jobkit.declaration.config import Declaration
-from jobkit.sqs.limits import MAX_MESSAGE_BYTES
+from jobkit.template.naming import QueueIds
+from jobkit.template.resources import jobs_table, sqs_queues
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
 
 
 def provision_queues(sqs: SQSClient, declaration: Declaration) -> dict[str, str]:
-    """Create every queue and its DLQ. Returns SQS queue name -> URL."""
+    """Create every queue and its DLQ, as the template declares them. Returns SQS queue name -> URL."""
     urls: dict[str, str] = {}
-    for queue, config in declaration.queues.items():
+    for queue in declaration.queues:
+        ids, resources = QueueIds(queue), sqs_queues(declaration.queues[queue])
         dlq_name = declaration.dlq_name(queue)
-        dlq_url = sqs.create_queue(
-            QueueName=dlq_name,
-            Attributes={
-                "MessageRetentionPeriod": str(DLQ_RETENTION_S),
-                "MaximumMessageSize": str(MAX_MESSAGE_BYTES),
-                "SqsManagedSseEnabled": "true",
-            },
-        )["QueueUrl"]
+        dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=_queue_attributes(resources[ids.dlq], {}))["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         name = declaration.queue_name(queue)
-        redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": config.max_receive_count}
-        urls[name] = sqs.create_queue(
-            QueueName=name,
-            Attributes={
-                "VisibilityTimeout": str(config.visibility_timeout_s),
-                "MessageRetentionPeriod": str(QUEUE_RETENTION_S),
-                "MaximumMessageSize": str(MAX_MESSAGE_BYTES),
-                "RedrivePolicy": json.dumps(redrive),
-                "SqsManagedSseEnabled": "true",
-            },
-        )["QueueUrl"]
+        attributes = _queue_attributes(resources[ids.queue], {ids.dlq: dlq_arn})
+        urls[name] = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         urls[dlq_name] = dlq_url
     return urls
 
 
+def _queue_attributes(resource: Mapping[str, Any], arns: Mapping[str, str]) -> dict[QueueAttributeNameType, str]:
+    """An ``AWS::SQS::Queue``'s properties as CreateQueue's attributes (every
+    property but the name is an attribute of the same name, as a string)."""
+    attributes: dict[QueueAttributeNameType, str] = {}
+    for name, value in resource["Properties"].items():
+        if name == "QueueName":
+            continue
+        if name == "RedrivePolicy":
+            [target, _] = value["deadLetterTargetArn"]["Fn::GetAtt"]
+            value = json.dumps({**value, "deadLetterTargetArn": arns[target]})
+        attributes[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return attributes
+
+
 def provision_table(dynamodb: DynamoDBClient, declaration: Declaration) -> None:
-    """Create the dedup/failure-record table: on-demand, encrypted, with TTL."""
-    pk, sk = TABLE_KEYS
+    """Create the jobs table as the template declares it: its keys, billing,
+    encryption, point-in-time recovery and TTL."""
+    properties = jobs_table()["Properties"]
+    table = declaration.table_name
     dynamodb.create_table(
-        TableName=declaration.table_name,
-        KeySchema=[{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": pk, "AttributeType": "S"},
-            {"AttributeName": sk, "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-        SSESpecification={"Enabled": True},
+        TableName=table,
+        KeySchema=properties["KeySchema"],
+        AttributeDefinitions=properties["AttributeDefinitions"],
+        BillingMode=properties["BillingMode"],
+        SSESpecification={"Enabled": properties["SSESpecification"]["SSEEnabled"]},
     )
-    dynamodb.update_time_to_live(
-        TableName=declaration.table_name,
-        TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+    dynamodb.update_continuous_backups(
+        TableName=table, PointInTimeRecoverySpecification=properties["PointInTimeRecoverySpecification"]
     )
+    dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification=properties["TimeToLiveSpecification"])
 
 
 @dataclass

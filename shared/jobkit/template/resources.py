@@ -40,7 +40,6 @@ def shared_resources(declaration: Declaration, base_dir: Path) -> dict[str, Any]
     """The jobkit layer and the jobs table."""
     import jobkit
 
-    pk, sk = TABLE_KEYS
     build = _build_dir(declaration, base_dir)
     return {
         "JobkitLayer": {
@@ -58,32 +57,76 @@ def shared_resources(declaration: Declaration, base_dir: Path) -> dict[str, Any]
             # container (see jobkit.sam).
             "Metadata": {"BuildMethod": "makefile", "BuildArchitecture": ARCHITECTURE, "ContextPath": build},
         },
-        "JobsTable": {
-            "Type": "AWS::DynamoDB::Table",
-            # Kept when the stack is deleted or the table replaced, but not when the stack's
-            # first create fails: a table kept then, under its fixed name, would make every
-            # retry fail with "already exists"
-            "DeletionPolicy": "RetainExceptOnCreate",
-            "UpdateReplacePolicy": "Retain",
-            "Properties": {
-                "TableName": {"Fn::Sub": NAMES.table},
-                "BillingMode": "PAY_PER_REQUEST",
-                "AttributeDefinitions": [
-                    {"AttributeName": pk, "AttributeType": "S"},
-                    {"AttributeName": sk, "AttributeType": "S"},
-                ],
-                "KeySchema": [{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}],
-                "SSESpecification": {"SSEEnabled": True},
-                "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
-                "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
-            },
-            "Metadata": checkov_skips("CKV_AWS_119"),
-        },
+        "JobsTable": jobs_table(),
     }
 
 
 def queue_resources(declaration: Declaration, queue: QueueConfig, base_dir: Path) -> dict[str, Any]:
     """A declared queue, its DLQ, and the runner function that consumes it."""
+    ids = QueueIds(queue.name)
+    return {
+        **sqs_queues(queue),
+        ids.runner: _runner_function(declaration, queue, base_dir),
+        # Declared, rather than left to Lambda to create on first write, so that its
+        # logs expire. The runner logs to it by name and by LoggingConfig.
+        ids.log_group: {
+            "Type": "AWS::Logs::LogGroup",
+            "Properties": {
+                "LogGroupName": {"Fn::Sub": NAMES.log_group(queue.name)},
+                "RetentionInDays": {"Ref": "LogRetentionDays"},
+            },
+            "Metadata": checkov_skips("CKV_AWS_158"),
+        },
+        # The event source mapping is declared here rather than as the function's
+        # SAM `Events`: for an SQS event SAM attaches the managed policy
+        # AWSLambdaSQSQueueExecutionRole, which allows receiving and deleting on
+        # every queue in the account ("Resource": "*"). The runner's own policy
+        # already lets it consume its queue, and nothing else. (The logical ID is
+        # the one SAM gave it.)
+        ids.event_source_mapping: {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "EventSourceArn": {"Fn::GetAtt": [ids.queue, "Arn"]},
+                "FunctionName": {"Ref": ids.runner},
+                "BatchSize": queue.batch_size,
+                "MaximumBatchingWindowInSeconds": queue.batch_window_s,
+                "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                "ScalingConfig": {"MaximumConcurrency": queue.max_concurrency},
+            },
+        },
+    }
+
+
+def jobs_table() -> dict[str, Any]:
+    """The jobs table. The local stack creates it from these properties too
+    (:mod:`jobkit.local.provision`)."""
+    pk, sk = TABLE_KEYS
+    return {
+        "Type": "AWS::DynamoDB::Table",
+        # Kept when the stack is deleted or the table replaced, but not when the stack's
+        # first create fails: a table kept then, under its fixed name, would make every
+        # retry fail with "already exists"
+        "DeletionPolicy": "RetainExceptOnCreate",
+        "UpdateReplacePolicy": "Retain",
+        "Properties": {
+            "TableName": {"Fn::Sub": NAMES.table},
+            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [
+                {"AttributeName": pk, "AttributeType": "S"},
+                {"AttributeName": sk, "AttributeType": "S"},
+            ],
+            "KeySchema": [{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}],
+            "SSESpecification": {"SSEEnabled": True},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
+        },
+        "Metadata": checkov_skips("CKV_AWS_119"),
+    }
+
+
+def sqs_queues(queue: QueueConfig) -> dict[str, Any]:
+    """A declared queue and its DLQ. The local stack creates them from these
+    properties too (:mod:`jobkit.local.provision`)."""
     ids = QueueIds(queue.name)
     return {
         ids.dlq: {
@@ -112,34 +155,6 @@ def queue_resources(declaration: Declaration, queue: QueueConfig, base_dir: Path
                 },
             },
             "Metadata": checkov_skips("CKV_AWS_27"),
-        },
-        ids.runner: _runner_function(declaration, queue, base_dir),
-        # Declared, rather than left to Lambda to create on first write, so that its
-        # logs expire. The runner logs to it by name and by LoggingConfig.
-        ids.log_group: {
-            "Type": "AWS::Logs::LogGroup",
-            "Properties": {
-                "LogGroupName": {"Fn::Sub": NAMES.log_group(queue.name)},
-                "RetentionInDays": {"Ref": "LogRetentionDays"},
-            },
-            "Metadata": checkov_skips("CKV_AWS_158"),
-        },
-        # The event source mapping is declared here rather than as the function's
-        # SAM `Events`: for an SQS event SAM attaches the managed policy
-        # AWSLambdaSQSQueueExecutionRole, which allows receiving and deleting on
-        # every queue in the account ("Resource": "*"). The runner's own policy
-        # already lets it consume its queue, and nothing else. (The logical ID is
-        # the one SAM gave it.)
-        ids.event_source_mapping: {
-            "Type": "AWS::Lambda::EventSourceMapping",
-            "Properties": {
-                "EventSourceArn": {"Fn::GetAtt": [ids.queue, "Arn"]},
-                "FunctionName": {"Ref": ids.runner},
-                "BatchSize": queue.batch_size,
-                "MaximumBatchingWindowInSeconds": queue.batch_window_s,
-                "FunctionResponseTypes": ["ReportBatchItemFailures"],
-                "ScalingConfig": {"MaximumConcurrency": queue.max_concurrency},
-            },
         },
     }
 
