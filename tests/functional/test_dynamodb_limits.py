@@ -1,5 +1,5 @@
 """DynamoDB's expression limits (4 KB, 300 operators), which moto does not
-apply and the local stack does (:mod:`jobkit.local.dynamodb_rules`), against
+apply and the local stack does (:mod:`jobkit.local.moto_patches.dynamodb_rules`), against
 the one place jobkit's expressions grow with the data: reclaiming the
 concurrency leases of containers that died holding them."""
 

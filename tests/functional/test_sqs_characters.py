@@ -1,7 +1,7 @@
 """SQS takes only #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD |
 #x10000-#x10FFFF in a body or a string attribute, and refuses the whole
 message otherwise; moto takes anything. The local stack applies SQS's rule
-(:mod:`jobkit.local.sqs_rules`), and jobkit sends only what SQS takes: an
+(:mod:`jobkit.local.moto_patches.sqs_rules`), and jobkit sends only what SQS takes: an
 error text with an ANSI colour code or a NUL is escaped in the DLQ copy's
 ``jobkit.error``, and params with U+FFFE or U+FFFF travel as JSON escapes."""
 

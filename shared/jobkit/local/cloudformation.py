@@ -11,7 +11,7 @@ moto differences this module works around (AWS behaves as the template says):
 - moto's event source mappings invoke the function (in Docker) when a message
   arrives; the local stack runs its own emulator instead, so moto's trigger is
   taken off each queue, and the mappings stay as deployed, to be read
-  (:mod:`jobkit.local.lambda_model`).
+  (:mod:`jobkit.local.moto_patches.lambda_model`).
 - moto skips ``AWS::CloudWatch::Alarm`` and ``AWS::SNS::Subscription``: the
   alarms are created afterwards as the template declares them (not evaluated).
 - moto has no ``AWS::Lambda::Url`` (the push endpoint's function URL): it is
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.local.lambda_model import detach_triggers
+from jobkit.local.moto_patches.lambda_model import detach_triggers
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

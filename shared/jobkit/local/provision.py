@@ -89,7 +89,7 @@ def deploy_template(
     (aws-sam-translator and moto's CloudFormation, :mod:`jobkit.local.cloudformation`)."""
     from jobkit.core.resources import PREFIX_PARAMETER
     from jobkit.local.cloudformation import deploy, load_template
-    from jobkit.local.lambda_model import recursion_setting
+    from jobkit.local.moto_patches.lambda_model import recursion_setting
 
     stack = deploy(
         client,

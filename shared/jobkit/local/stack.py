@@ -36,18 +36,14 @@ from jobkit.core.clock import Clock, SystemClock, VirtualClock
 from jobkit.core.resources import RUNNER_RECURSIVE_LOOP
 from jobkit.declaration.config import Declaration
 from jobkit.dedup.store import DedupStore
-from jobkit.local.dynamodb_rules import dynamodb_rules
 from jobkit.local.esm import EventSourceMapping
-from jobkit.local.lambda_model import lambda_control_plane
 from jobkit.local.moto_patches import SentCounts, patched_moto
-from jobkit.local.moto_query import partition_queries
 from jobkit.local.provision import provision_queues, provision_table
 from jobkit.local.recursion import stamp_sends
 from jobkit.local.results import MetricsPublisher, ResultLog
 from jobkit.local.running import Running
 from jobkit.local.scheduler import LocalScheduler
 from jobkit.local.server import serving_aws
-from jobkit.local.sqs_rules import sqs_rules
 from jobkit.push import JobQueueGroup
 from jobkit.records.journal import AttemptJournal
 from jobkit.runner import Runner
@@ -177,10 +173,6 @@ class LocalStack(Running):
     def _start_aws(self) -> None:
         clock = self.clock if isinstance(self.clock, VirtualClock) else None
         self._exit.enter_context(patched_moto(clock=clock, sent=self._sent if self._publish_metrics else None))
-        self._exit.enter_context(sqs_rules())
-        self._exit.enter_context(dynamodb_rules())
-        self._exit.enter_context(partition_queries())
-        self._exit.enter_context(lambda_control_plane())
         if self._server_wanted:
             wrap = self._push_route if self.declaration.push_endpoint is not None else None
             self.endpoint_url = self._exit.enter_context(serving_aws(self._host, self._port, wrap=wrap))

@@ -67,6 +67,17 @@ Everything here reaches into moto's internals, so it is kept in one place:
   percent. As on AWS, values sent as statistic sets have no percentiles.
 - moto's CloudWatch keeps every datapoint for ever, and GetMetricData scans
   them all. :func:`drop_metric_data_before` forgets the old ones.
+- What SQS and DynamoDB refuse or keep that moto does not (:mod:`.sqs_rules`:
+  the characters SQS takes, system attributes on batch sends;
+  :mod:`.dynamodb_rules`: expression limits), a DynamoDB query that reads one
+  partition, not the table (:mod:`.dynamodb_query`), and the Lambda control
+  plane a deployed stack shows (:mod:`.lambda_model`: recursion configs,
+  event source mappings kept as deployed).
+
+One module per concern of one moto service (``sqs*``, ``dynamodb*``,
+``cloudwatch``, ``lambda_model``; ``clock`` and ``memo`` reach into several);
+:mod:`.check` lists every moto internal they change or read, and refuses a
+moto without them before any is changed.
 
 Other differences of moto's CloudWatch that a reader of its metrics should know:
 
@@ -88,10 +99,14 @@ from jobkit.local.moto_patches.check import MotoUnsupported, check_moto
 from jobkit.local.moto_patches.clock import moto_on_clock
 from jobkit.local.moto_patches.cloudwatch import cloudwatch_percentiles, drop_metric_data_before, percentile
 from jobkit.local.moto_patches.dynamodb import serial_dynamodb
+from jobkit.local.moto_patches.dynamodb_query import partition_queries
+from jobkit.local.moto_patches.dynamodb_rules import dynamodb_rules
+from jobkit.local.moto_patches.lambda_model import lambda_control_plane
 from jobkit.local.moto_patches.memo import memoised_moto
 from jobkit.local.moto_patches.sqs import SentCounts, aws_visibility_limit, counting_sends, oldest_message_age
 from jobkit.local.moto_patches.sqs_index import IndexedMessages, has_receivable, next_visible_at
 from jobkit.local.moto_patches.sqs_receive import faster_receives, indexed_queues
+from jobkit.local.moto_patches.sqs_rules import sqs_rules
 
 __all__ = [
     "IndexedMessages",
@@ -101,16 +116,20 @@ __all__ = [
     "cloudwatch_percentiles",
     "counting_sends",
     "drop_metric_data_before",
+    "dynamodb_rules",
     "faster_receives",
     "has_receivable",
     "indexed_queues",
+    "lambda_control_plane",
     "memoised_moto",
     "moto_on_clock",
     "next_visible_at",
     "oldest_message_age",
+    "partition_queries",
     "patched_moto",
     "percentile",
     "serial_dynamodb",
+    "sqs_rules",
 ]
 
 
@@ -139,4 +158,9 @@ def patched_moto(*, clock: VirtualClock | None = None, sent: SentCounts | None =
             patches.enter_context(counting_sends(sent))
         if clock is not None:
             patches.enter_context(moto_on_clock(clock))
+        # outermost, as AWS's own rules: what they refuse never reaches the counts
+        patches.enter_context(sqs_rules())
+        patches.enter_context(dynamodb_rules())
+        patches.enter_context(partition_queries())
+        patches.enter_context(lambda_control_plane())
         yield
