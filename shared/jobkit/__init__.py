@@ -27,6 +27,10 @@ from jobkit.core.errors import (
 from jobkit.core.spec import JobSpecification
 from jobkit.jobs.job import Job, JobContext
 
+from jobkit import _moved  # isort: skip  (old module paths, for one release)
+
+_moved.install()
+
 if TYPE_CHECKING:
     from jobkit.core.correlation import correlation_scope, current_correlation_id
     from jobkit.push import JobQueueGroup
