@@ -192,3 +192,33 @@ def test_bad_input_is_a_clear_error(stack: LocalStack, jobkit: Cli) -> None:
         result = jobkit(*args, ok=False)
         assert result.exit_code != 0 and message in result.output, (args, result.output)
     assert stack.queue_depth("noop") == 0
+
+
+def test_top_points_at_dead_letters_before_a_job_that_is_only_delayed(stack: LocalStack, jobkit: Cli) -> None:
+    # Given a noop job waiting out a two-hour delay, whose message SQS counts
+    # as 14 minutes old (its age runs from its last hop), and nothing else
+    group = stack.queue_group()
+    group.push(JobSpecification("noop", delay=7200))
+    stack.client("cloudwatch").put_metric_data(
+        Namespace="AWS/SQS",
+        MetricData=[
+            {
+                "MetricName": "ApproximateAgeOfOldestMessage",
+                "Dimensions": [{"Name": "QueueName", "Value": "test-noop"}],
+                "Timestamp": datetime.fromtimestamp(stack.clock.now() - 60, UTC),
+                "Value": 840.0,
+                "Unit": "Seconds",
+            }
+        ],
+    )
+    # Then no type is behind: a job that is not due is not late
+    frame = as_json(jobkit, "top", "--once")
+    noop = next(line for line in frame["types"] if line["type"] == "noop")
+    assert (noop["backlog"], noop["ready"], noop["oldest_age_s"]) == (1, 0, 840.0)
+    assert frame["worst"] is None
+    # When a job of another type is dead-lettered
+    group.push(JobSpecification("permanent"))
+    stack.drain(until=stack.clock.now() + 30)
+    # Then that type is the one to look at, above the delayed one
+    frame = as_json(jobkit, "top", "--once")
+    assert frame["worst"] == "permanent"

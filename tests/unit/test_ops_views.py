@@ -204,8 +204,16 @@ def test_a_redriven_message_keeps_its_attributes_but_not_the_reason() -> None:
     }
 
 
-def line(job_type: str, *, backlog: int = 0, p95: float | None = None, oldest: float | None = None) -> TypeLine:
-    return TypeLine(job_type, job_type, False, backlog, 0, oldest, None, None, None, None, p95)
+def line(
+    job_type: str,
+    *,
+    backlog: int = 0,
+    p95: float | None = None,
+    oldest: float | None = None,
+    dead: int = 0,
+    ready: int | None = None,
+) -> TypeLine:
+    return TypeLine(job_type, job_type, False, backlog, dead, oldest, None, None, None, None, p95, ready)
 
 
 def test_the_worst_line_is_the_furthest_behind() -> None:
@@ -215,6 +223,18 @@ def test_the_worst_line_is_the_furthest_behind() -> None:
     assert snapshot.worst == "b"  # 45 s behind beats a 9 s p95 and a bigger backlog
     assert TopSnapshot(0.0, 300, [line("a", backlog=3), line("b", backlog=7)], []).worst == "b"
     assert TopSnapshot(0.0, 300, [line("a"), line("b")], []).worst is None  # all idle: nothing to point at
+
+
+def test_a_dead_letter_comes_first_and_a_delayed_job_is_not_behind() -> None:
+    delayed = line("delayed", backlog=1, ready=0, oldest=840)  # one job waiting out a two-hour delay
+    dead = line("dead", dead=1, ready=0)
+    slow = line("slow", backlog=40, ready=40, oldest=120)
+    assert TopSnapshot(0.0, 300, [delayed, dead, slow], []).worst == "dead"
+    assert TopSnapshot(0.0, 300, [delayed, slow], []).worst == "slow"
+    assert TopSnapshot(0.0, 300, [delayed, line("idle")], []).worst is None
+    assert delayed.lag_s == 0.0 and slow.lag_s == 120.0
+    more_dead = line("more", dead=3, ready=0)
+    assert TopSnapshot(0.0, 300, [dead, more_dead, slow], []).worst == "more"
 
 
 def test_the_worst_line_stands_out_and_missing_figures_are_dashes() -> None:

@@ -12,8 +12,11 @@ Per type, over the last ``window_s`` seconds:
 - **backlog**, **DLQ**: SQS's counts now (per queue); **oldest**: the age of
   the queue's oldest message (``ApproximateAgeOfOldestMessage``).
 
-The worst line is the type that is furthest behind: the longest of its p95
-pickup delay and its queue's oldest message, then the largest backlog.
+The worst line is the type to look at first, by what an operator must act
+on: the most dead letters, then the longest wait of a job that is due (its
+p95 pickup delay, or its queue's oldest message while the queue has jobs
+ready to receive: a delayed job, or one running, is not behind), then the
+most jobs ready. A type whose only jobs are delayed is not behind at all.
 
 Cost per frame: two GetQueueAttributes per queue and three GetMetricData
 requests (CloudWatch bills GetMetricData per metric: 2 per queue and 8 per type).
@@ -58,12 +61,25 @@ class TypeLine:
     failed_per_min: float | None
     pickup_p50_ms: float | None
     pickup_p95_ms: float | None
+    ready: int | None = None  # messages ready to receive now (None: unknown, taken as the backlog)
+
+    @property
+    def due(self) -> int:
+        return self.backlog if self.ready is None else self.ready
 
     @property
     def lag_s(self) -> float:
-        """How far behind the type is: its p95 pickup delay or its oldest message, whichever is longer."""
-        candidates = [self.oldest_age_s or 0.0, (self.pickup_p95_ms or 0.0) / 1000]
-        return max(candidates)
+        """How long a due job has waited: its p95 pickup delay, or its queue's
+        oldest message while jobs are ready to receive (a delayed or running
+        job is not behind), whichever is longer."""
+        oldest = (self.oldest_age_s or 0.0) if self.due > 0 else 0.0
+        return max(oldest, (self.pickup_p95_ms or 0.0) / 1000)
+
+    @property
+    def urgency(self) -> tuple[int, float, int]:
+        """What an operator must act on, most first: dead letters, then how
+        long a due job has waited, then how many are due."""
+        return (self.dead_lettered, self.lag_s, self.due)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +94,7 @@ class TypeLine:
             "failed_per_min": _round(self.failed_per_min),
             "pickup_p50_ms": _round(self.pickup_p50_ms),
             "pickup_p95_ms": _round(self.pickup_p95_ms),
+            "ready": self.ready,
         }
 
 
@@ -92,11 +109,12 @@ class TopSnapshot:
 
     @property
     def worst(self) -> str | None:
-        """The type furthest behind, or ``None`` when every type is idle and current."""
+        """The type to look at first (:attr:`TypeLine.urgency`), or ``None``
+        when no type has a dead letter or a job that is due."""
         if not self.lines:
             return None
-        worst = max(self.lines, key=lambda line: (line.lag_s, line.backlog))
-        return worst.job_type if (worst.lag_s, worst.backlog) > (0.0, 0) else None
+        worst = max(self.lines, key=lambda line: line.urgency)
+        return worst.job_type if worst.urgency > (0, 0.0, 0) else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -146,6 +164,7 @@ def top_snapshot(
                 failed_per_min=_per(counts.total((name, "Failed")), minutes),
                 pickup_p50_ms=delays.latest((name, "p50")),
                 pickup_p95_ms=delays.latest((name, "p95")),
+                ready=queue.queued,
             )
         )
     failures = (("ages", report.metrics_error), ("rates", counts.error), ("pickup delays", delays.error))
