@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from jobkit.core.clock import Clock, SystemClock
-from jobkit.core.errors import ConfigError
+from jobkit.core.errors import ConfigError, NoRegion
 from jobkit.declaration.config import Declaration, declaration_from_environment
 from jobkit.dedup.store import DedupStore
 
@@ -95,12 +95,25 @@ class AwsClients:
 
                 self._clients[service] = self._session().create_client(
                     service,
-                    region_name=self.region or os.environ.get("AWS_REGION") or None,
+                    region_name=self.region_name(),
                     endpoint_url=self.endpoint_url,
                     config=Config(**self._CONFIGS.get(service, self._DEFAULT_CONFIG)),
                     **self._credentials,
                 )
             return self._clients[service]
+
+    def region_name(self) -> str:
+        """The Region: the one given, else ``AWS_REGION``, else
+        ``AWS_DEFAULT_REGION``, else the profile's (raises :class:`NoRegion`
+        saying so when none of them names one)."""
+        region = self.region or os.environ.get("AWS_REGION")
+        if region:
+            return region
+        session = self._session()
+        region = session.get_config_variable("region")  # AWS_DEFAULT_REGION, then the profile
+        if region:
+            return str(region)
+        raise NoRegion(session.get_config_variable("profile") or "default")
 
     def _session(self) -> Any:
         if self._botocore_session is None:

@@ -8,8 +8,11 @@ first, and jobkit's docs export; a push or an ops command with only
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from jobkit.core.errors import NoRegion
 from jobkit.wiring import AwsClients
 
 
@@ -44,3 +47,19 @@ def test_aws_default_region_still_counts(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_an_explicit_region_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     assert region_of(AwsClients(region="ap-south-1")) == "ap-south-1"
+
+
+def test_a_profiles_region_counts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("[profile ops]\nregion = eu-central-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "ops")
+    assert region_of(AwsClients()) == "eu-central-1"
+
+
+def test_no_region_anywhere_says_where_it_looked(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(NoRegion) as caught:
+        AwsClients().client("sqs")
+    message = str(caught.value)
+    assert "AWS_REGION and AWS_DEFAULT_REGION are unset" in message and "'default'" in message
+    assert "export AWS_REGION=" in message

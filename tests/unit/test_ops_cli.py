@@ -89,3 +89,13 @@ def test_every_ops_command_reports_errors_as_json_when_asked() -> None:
             commands += command.commands.values()
     assert [c.name for c in commands if not isinstance(c, (OpsCommand, OpsGroup))] == []
     assert len(commands) == 13  # queues, top, dlq and its five, push, job, schedules, ui, verify
+
+
+def test_no_region_says_where_it_looked_and_how_to_give_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    result = CliRunner().invoke(main, ["queues", "--config", str(FIXTURES / "jobs.toml")])
+    assert result.exit_code == 1
+    assert "AWS_REGION and AWS_DEFAULT_REGION are unset" in result.output and "or pass --region" in result.output
+    assert "Traceback" not in result.output

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import click
 
-from jobkit.core.errors import JobKitError
+from jobkit.core.errors import JobKitError, NoRegion
 
 #: The exit status of a command used wrongly, as click's own usage errors.
 USAGE = 2
@@ -65,9 +65,11 @@ def clear_errors() -> Iterator[None]:
 
     try:
         yield
+    except NoRegion as exc:
+        raise click.ClickException(f"{exc}, or pass --region") from exc
     except JobKitError as exc:
         raise click.ClickException(str(exc)) from exc
-    except NoRegionError as exc:
+    except NoRegionError as exc:  # a client made elsewhere than jobkit's AwsClients
         raise click.ClickException("no AWS region: pass --region or set AWS_REGION") from exc
     except ClientError as exc:
         error = exc.response.get("Error", {})

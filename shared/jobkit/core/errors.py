@@ -30,6 +30,18 @@ class ConfigError(JobKitError):
         super().__init__(f"{where}: {problem}")
 
 
+class NoRegion(JobKitError):
+    """No AWS Region was found where jobkit looks for one; the message says
+    where it looked, in order."""
+
+    def __init__(self, profile: str) -> None:
+        self.profile = profile
+        super().__init__(
+            "no AWS region: AWS_REGION and AWS_DEFAULT_REGION are unset, and the AWS profile"
+            f" {profile!r} names none; set AWS_REGION (e.g. export AWS_REGION=us-east-1)"
+        )
+
+
 class SpecError(JobKitError):
     """A job specification is malformed: bad params, bad wire format, too big."""
 
