@@ -45,6 +45,12 @@ from __future__ import annotations
 from jobkit import JobSpecification
 from jobkit.testing import JobkitStack, Outcome
 
+from jobs.resize_avatar import ResizeAvatarJob  # the app's own package, imported by a test
+
+
+def test_a_size_of_zero_is_refused() -> None:
+    assert ResizeAvatarJob(JobSpecification("resizeAvatar", {"user_id": 7, "sizes": [0]})).run() is False
+
 
 def test_identical_resizes_collapse(jobkit_stack: JobkitStack) -> None:
     spec = {"user_id": 7, "sizes": [32, 64]}

@@ -59,12 +59,12 @@ def test_the_scaffolded_tests_pass_from_any_directory(app: tuple[Path, Path], ti
     root, bin_dir = app
     env = app_environment(bin_dir)
     result = checked(timings.run("pytest (the app's job tests)", [str(bin_dir / "pytest"), "-q"], cwd=root, env=env))
-    assert "3 passed" in result.stdout, result.stdout
+    assert "4 passed" in result.stdout, result.stdout
     # Started elsewhere, pytest still finds the declaration through the ini file.
     elsewhere = checked(
         subprocess.run([str(bin_dir / "pytest"), "-q", str(root / "tests")], cwd=root / "jobs", env=env, **TEXT)
     )
-    assert "3 passed" in elsewhere.stdout
+    assert "4 passed" in elsewhere.stdout
 
 
 def test_template_check_imports_every_class(app: tuple[Path, Path], timings: Timings) -> None:

@@ -91,6 +91,7 @@ def test_init_leaves_an_existing_pytest_configuration_alone(app: Path, name: str
     assert result.exit_code == 0, result.output
     assert not (app / "pytest.ini").exists()
     assert f"not changed: {name}" in result.output and "jobkit_config" in result.output
+    assert "pythonpath" in result.output
     assert (app / name).read_text() == text
 
 

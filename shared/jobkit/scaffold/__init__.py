@@ -157,13 +157,14 @@ def default_prefix(root: Path) -> str:
 
 def existing_pytest_config(root: Path) -> str | None:
     """Where the app already configures pytest (which jobkit does not edit), or ``None``."""
-    line = f"jobkit_config = {DECLARATION.as_posix()}"
+    line = f"jobkit_config = {DECLARATION.as_posix()}` and `pythonpath = ."
+    toml = f'jobkit_config = "{DECLARATION.as_posix()}"` and `pythonpath = ["."]'
     for name in ("pytest.ini", ".pytest.ini"):
         if (root / name).exists():
             return f"{name} exists: add `{line}` under [pytest]"
     for name in ("pytest.toml", ".pytest.toml"):
         if (root / name).exists():
-            return f'{name} exists: add `jobkit_config = "{DECLARATION.as_posix()}"` under [pytest]'
+            return f"{name} exists: add `{toml}` under [pytest]"
 
     pyproject = root / "pyproject.toml"
     if pyproject.exists():
@@ -172,8 +173,7 @@ def existing_pytest_config(root: Path) -> str | None:
         except tomllib.TOMLDecodeError:
             data = {}
         if "pytest" in data.get("tool", {}):
-            setting = f'jobkit_config = "{DECLARATION.as_posix()}"'
-            return f"pyproject.toml configures pytest: add `{setting}` under [tool.pytest.ini_options]"
+            return f"pyproject.toml configures pytest: add `{toml}` under [tool.pytest.ini_options]"
     for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
         parser = configparser.ConfigParser()
         try:
