@@ -247,15 +247,19 @@ class JobQueueGroup:
         return lazy_push.flush_after(self.deferred, handler)
 
     def wsgi_middleware(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-        """Wrap a WSGI app so lazily pushed jobs are flushed after the response is sent."""
+        """Wrap a WSGI app so lazily pushed jobs are flushed after the response is sent::
+
+        app.wsgi_app = group.wsgi_middleware(app.wsgi_app)           # Flask: app stays a Flask
+        application = group.wsgi_middleware(get_wsgi_application())  # Django, in wsgi.py
+        """
         return lazy_push.wsgi_middleware(app, self._lazy)
 
     def asgi_middleware(self, app: ASGIApp) -> ASGIApp:
         """Wrap an ASGI app (Starlette, FastAPI) so lazily pushed jobs are flushed after each response::
 
         app = FastAPI()
-        app.add_middleware(...)            # your own
-        app = group.asgi_middleware(app)   # outermost: flushes once the response is sent
+        app.add_middleware(...)                    # your own
+        app.add_middleware(group.asgi_middleware)  # added last: the outermost of yours
         """
         return lazy_push.asgi_middleware(app, self._lazy)
 

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import pytest
+from asgi_client import serve_one as _serve_one
+from asgi_client import serve_one_async as _serve_one_async
 
 from jobkit import JobQueueError, JobQueueGroup, JobSpecification, queue_group
 from jobkit.local import LocalStack
@@ -313,41 +315,6 @@ def test_asgi_middleware_flushes_after_a_failed_response(stack: LocalStack) -> N
     with pytest.raises(RuntimeError, match="view failed"):
         _serve_one(app, "GET", "/broken")
     assert [b["params"] for b in bodies(stack, "noop")] == [{"path": "/broken"}]
-
-
-def _serve_one(app: Any, method: str, path: str) -> tuple[int, bytes]:
-    """What an ASGI server (uvicorn, hypercorn) does for one HTTP request."""
-    import asyncio
-
-    return asyncio.run(_serve_one_async(app, method, path))
-
-
-async def _serve_one_async(app: Any, method: str, path: str) -> tuple[int, bytes]:
-    sent: list[dict[str, Any]] = []
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
 def test_asgi_requests_push_only_their_own_lazy_jobs(stack: LocalStack) -> None:
