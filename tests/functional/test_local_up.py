@@ -7,6 +7,7 @@ measures is in its CloudWatch for `jobkit top` and `jobkit queues`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -157,3 +158,37 @@ def test_a_port_in_use_is_an_error_at_once(test_declaration: Declaration) -> Non
         )
     assert done.returncode != 0 and done.stdout == ""
     assert message in done.stderr.strip().splitlines()[-1]
+
+
+def test_the_endpoint_alone_reaches_the_local_stack(local_up: tuple[subprocess.Popen[str], Lines]) -> None:
+    process, lines = local_up
+    endpoint = printed(lines, "AWS_ENDPOINT_URL")
+    # Given an operator's shell with none of the banner's variables but the
+    # declaration, and (for the second command) another region exported
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    bare.update(AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent")
+    bare["JOBKIT_CONFIG"] = str(ROOT / "infra" / "jobs.toml")
+    for extra in ({}, {"AWS_REGION": "eu-west-1"}):
+        done = subprocess.run(
+            [sys.executable, "-m", "jobkit.cli", "queues", "--endpoint-url", endpoint, "--json"],
+            env={**bare, **extra},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        # Then the command takes the stack's region and credentials, and finds its queues
+        assert done.returncode == 0, done.stderr
+        assert "refreshLinks" in {q["queue"] for q in json.loads(done.stdout)["queues"]}
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+
+
+def test_an_endpoint_that_is_not_the_local_stack_changes_nothing() -> None:
+    from jobkit.ops.local_endpoint import identify
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    assert identify(f"http://127.0.0.1:{port}", timeout_s=1.0) is None  # nothing listens
+    assert identify("not a url") is None

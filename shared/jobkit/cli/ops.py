@@ -9,7 +9,9 @@ Every command finds the stack by its name prefix (``--prefix``,
 ``$JOBKIT_PREFIX``, else the declaration's) and the declaration with
 ``--config`` (else ``$JOBKIT_CONFIG``, else ``infra/jobs.toml``). AWS
 credentials and region come from the usual chain; ``--endpoint-url`` (or
-``$AWS_ENDPOINT_URL``, which boto3 reads itself) points at the local stack.
+``$AWS_ENDPOINT_URL``, which boto3 reads itself) points at the local stack,
+and is then all it takes: ``jobkit local up`` says what it is, and the
+commands use its region and dummy credentials (:mod:`jobkit.ops.local_endpoint`).
 Either must be a URL with a scheme and a host (``http://127.0.0.1:4566``), or
 the command stops with a one-line error before any request.
 

@@ -174,8 +174,7 @@ class LocalStack(Running):
         clock = self.clock if isinstance(self.clock, VirtualClock) else None
         self._exit.enter_context(patched_moto(clock=clock, sent=self._sent if self._publish_metrics else None))
         if self._server_wanted:
-            wrap = self._push_route if self.declaration.push_endpoint is not None else None
-            self.endpoint_url = self._exit.enter_context(serving_aws(self._host, self._port, wrap=wrap))
+            self.endpoint_url = self._exit.enter_context(serving_aws(self._host, self._port, wrap=self._routes))
         else:
             from moto import mock_aws
 
@@ -237,6 +236,18 @@ class LocalStack(Running):
         options = self.declaration.push_endpoint
         key = (lambda: LOCAL_HMAC_KEY) if options is not None and options.auth == "hmac" else None
         return PushEndpoint(own.declaration, own.group, self.clock, key)
+
+    def _routes(self, app: Any) -> Any:
+        """jobkit's own routes in front of moto: the stack's identity, and the push endpoint if declared."""
+        from jobkit.local.identity import IdentityRoute
+        from jobkit.ops.local_endpoint import LocalStackIdentity
+
+        if self.declaration.push_endpoint is not None:
+            app = self._push_route(app)
+        identity = LocalStackIdentity(
+            self.region, CREDENTIALS["aws_access_key_id"], CREDENTIALS["aws_secret_access_key"]
+        )
+        return IdentityRoute(app, identity)
 
     def _push_route(self, app: Any) -> Any:
         from jobkit.local.push_route import PushRoute

@@ -6,6 +6,7 @@ runners use too (:mod:`jobkit.wiring`): the CLI creates no client of its own.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +63,20 @@ class CliConfig:
         if self._clients is None:
             from jobkit.wiring import AwsClients
 
-            self._clients = AwsClients(region=self.region, endpoint_url=self.endpoint_url)
+            region, credentials = self.region, None
+            endpoint = self.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+            if endpoint:  # `jobkit local up`? Then its region and dummy credentials, unless given
+                from jobkit.ops.local_endpoint import identify
+
+                local = identify(endpoint)
+                if local is not None:
+                    region = region or local.region
+                    if not os.environ.get("AWS_ACCESS_KEY_ID"):
+                        credentials = {
+                            "aws_access_key_id": local.access_key_id,
+                            "aws_secret_access_key": local.secret_access_key,
+                        }
+            self._clients = AwsClients(region=region, endpoint_url=self.endpoint_url, credentials=credentials)
         return self._clients
 
     @property
