@@ -326,3 +326,42 @@ def test_bad_targets_and_prefixes_are_clear_errors(stack: LocalStack, jobkit: Cl
     assert "lowTraffic" in unknown.output
     wrong_stage = jobkit("dlq", "list", "noop", "--prefix", "prod", ok=False)
     assert wrong_stage.exit_code == 1 and "is the prefix right?" in wrong_stage.output
+
+
+def test_the_message_id_the_runner_printed_finds_its_dlq_copy(stack: LocalStack, jobkit: Cli) -> None:
+    # Given an unreadable message, whose ID the runner logs (and `jobkit local up` prints)
+    sent = stack.sqs.send_message(QueueUrl=stack.queue_urls["test-noop"], MessageBody="{not json")
+    stack.drain()
+    [result] = [r for r in stack.results.results if r.outcome is Outcome.POISONED]
+    assert result.message_id == sent["MessageId"]
+    # Then its DLQ copy has an ID of its own, and carries the original's
+    [dead] = as_json(jobkit, "dlq", "list", "noop")["messages"]
+    assert dead["message_id"] != sent["MessageId"] and dead["original_message_id"] == sent["MessageId"]
+    # And either ID shows it, or deletes it
+    for wanted in (sent["MessageId"], dead["message_id"]):
+        [shown] = as_json(jobkit, "dlq", "show", "noop", wanted)["messages"]
+        assert shown["message_id"] == dead["message_id"]
+    assert f"copy of {sent['MessageId']}" in " ".join(jobkit("dlq", "show", "noop", sent["MessageId"]).stdout.split())
+    assert jobkit("dlq", "delete", "noop", sent["MessageId"], "--yes").exit_code == 0
+    assert as_json(jobkit, "dlq", "list", "noop")["messages"] == []
+
+
+def test_a_dead_letter_selected_by_message_ids_alone_is_not_taken_by_a_claimed_original_id(
+    stack: LocalStack,
+) -> None:
+    from jobkit.ops import resolve_scope as scope_of
+    from jobkit.ops.dead_letters import dead_letter
+
+    # A message that SQS's redrive policy moved keeps its sender's attributes, so
+    # a sender could claim another message's ID as its original
+    forged = dead_letter(
+        {
+            "MessageId": "m-own",
+            "ReceiptHandle": "r",
+            "Body": JobSpecification("noop").stamped(1.0).to_message(),
+            "MessageAttributes": {"jobkit.messageId": {"DataType": "String", "StringValue": "m-picked"}},
+        }
+    )
+    scope = scope_of(stack.declaration, "noop")
+    assert forged.selected(scope, ["m-picked"])  # to show: any ID finds it
+    assert not forged.selected(scope, ["m-picked"], message_ids_only=True)  # to act on picked messages: never

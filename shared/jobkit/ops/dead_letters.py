@@ -21,10 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from jobkit.core.correlation import correlation_of, valid_correlation_id
+from jobkit.core.correlation import correlation_of
 from jobkit.core.resources import CANARY_TYPE
 from jobkit.core.spec import JobSpecification
 from jobkit.ops.bodies import body_start, read_body, safe_text
+from jobkit.ops.records_json import failure_to_json, final_to_json
 from jobkit.ops.scan import QueueScan, string_attributes
 from jobkit.ops.scope import Scope
 from jobkit.ops.verdict import (
@@ -39,7 +40,7 @@ from jobkit.ops.verdict import (
     unknown,
 )
 from jobkit.records import FailureRecord, FinalAttempt, TableUnavailable
-from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
+from jobkit.sqs import CORRELATION_ATTRIBUTE, ORIGINAL_MESSAGE_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -102,6 +103,13 @@ class DeadLetter:
     def job_type(self) -> str | None:
         """The body's type: the one the runner routed it by."""
         return self.spec.type if self.spec is not None else None
+
+    @property
+    def original_message_id(self) -> str | None:
+        """The message ID of the message a runner copied here (the ID its logs
+        and ``jobkit local up`` print), when the copy is not that message itself."""
+        original = self.attributes.get(ORIGINAL_MESSAGE_ATTRIBUTE)
+        return original if original and original != self.message_id else None
 
     @property
     def claimed_type(self) -> str | None:
@@ -179,18 +187,22 @@ class DeadLetter:
     def selected(self, scope: Scope, ids: Iterable[str] = (), *, message_ids_only: bool = False) -> bool:
         """Whether it is in ``scope`` and has one of ``ids`` (job or message IDs;
         none: all). A message that belongs to no type is in a queue's whole
-        scope only, unless its message ID is asked for. With ``message_ids_only``,
+        scope only, unless its message ID (or, for a runner's copy, the ID of
+        the message it copies) is asked for. With ``message_ids_only``,
         ``ids`` are message IDs alone: a job ID is its sender's choice, and a
         sender could give a job the message ID of a dead letter an operator
         picked, to have it taken along."""
         wanted = set(ids)
         owner = self.owner(scope)
-        if owner is None and self.message_id in wanted:
+        # the original's message ID, from the runner's logs, finds its copy (a
+        # sender's own attribute could claim one, so not where IDs are message IDs alone)
+        by_id = self.message_id in wanted or (not message_ids_only and self.original_message_id in wanted)
+        if owner is None and by_id:
             return True
         if not scope.includes(owner):
             return False
         by_job = self.job_id in wanted and not message_ids_only
-        return not wanted or by_job or self.message_id in wanted
+        return not wanted or by_job or by_id
 
     def error_matches(self, error_contains: str | None) -> bool:
         """Whether its verified last error contains the text (any case); ``None`` matches all."""
@@ -200,6 +212,7 @@ class DeadLetter:
         claimed = self.claimed
         data: dict[str, Any] = {
             "message_id": self.message_id,
+            "original_message_id": self.original_message_id,
             "job_id": self.job_id,
             "type": self.job_type,
             "claimed_type": self.claimed_type,
@@ -227,30 +240,6 @@ class DeadLetter:
             data["failures"] = [failure_to_json(f) for f in self.failures]
             data["final_attempt"] = final_to_json(self.final)
         return data
-
-
-def failure_to_json(record: FailureRecord) -> dict[str, Any]:
-    return {
-        "attempt": record.attempt,
-        "at": record.at,
-        "error_class": safe_text(record.error_class),
-        "message": safe_text(record.message),
-        "traceback": safe_text(record.traceback),
-        "dead_letter_reason": record.dead_letter_reason,
-        "correlation_id": valid_correlation_id(record.correlation_id),
-    }
-
-
-def final_to_json(record: FinalAttempt | None) -> dict[str, Any] | None:
-    if record is None:
-        return None
-    return {
-        "attempt": record.attempt,
-        "message_id": record.message_id,
-        "started_at": record.started_at,
-        "succeeded_at": record.succeeded_at,
-        "correlation_id": valid_correlation_id(record.correlation_id),
-    }
 
 
 def dead_letter(message: Mapping[str, Any]) -> DeadLetter:

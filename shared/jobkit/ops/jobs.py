@@ -10,7 +10,7 @@ from jobkit.core.correlation import valid_correlation_id
 from jobkit.core.errors import JobKitError, SpecError
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration
-from jobkit.ops.dead_letters import failure_to_json, final_to_json
+from jobkit.ops.records_json import failure_to_json, final_to_json
 from jobkit.push import JobQueueGroup
 from jobkit.records import ANY_DOMAIN, DomainFilter, FailureRecord, FinalAttempt, JobRuns
 from jobkit.status.tracker import JobStatus

@@ -205,6 +205,7 @@ def dead_letter_detail(dead: DeadLetter, now: float) -> RenderableType:
     facts = _facts(
         {
             "message id": dead.message_id,
+            "copy of": dead.original_message_id or "",  # the message ID the runner logged
             "job id": dead.job_id or "- (the body is not a job)",
             "type": _type(dead),
             "domain": dead.domain or MISSING,

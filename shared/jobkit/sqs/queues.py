@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.declaration.config import Declaration
 from jobkit.sqs.attributes import (
+    ORIGINAL_MESSAGE_ATTRIBUTE,
     DeadLetterReason,
     by_priority,
     dead_letter_copy,
     first_seen_attribute,
     sendable_attributes,
+    string_attribute,
     system_attributes,
 )
 from jobkit.sqs.limits import MAX_ATTRIBUTES, MAX_VISIBILITY_S, delay_seconds
@@ -104,7 +106,11 @@ class SqsQueues:
         source = self._sqs_name
         body, attributes = dead_letter_copy(
             record["body"],
-            {**reason.attributes(source, now), **first_seen_attribute(record)},
+            {
+                **reason.attributes(source, now),
+                **first_seen_attribute(record),
+                **_original_id(record),
+            },
             by_priority(sendable_attributes(record.get("messageAttributes") or {})),
         )
         self._client.send_message(
@@ -163,3 +169,9 @@ def _in_group(record: Mapping[str, Any], **request: Any) -> dict[str, Any]:
     if trace:
         request["MessageSystemAttributes"] = trace
     return request
+
+
+def _original_id(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The copied message's ID, so that the ID in the runner's logs finds its DLQ copy."""
+    message_id = record.get("messageId") or record.get("MessageId")
+    return {ORIGINAL_MESSAGE_ATTRIBUTE: string_attribute(message_id)} if isinstance(message_id, str) else {}
