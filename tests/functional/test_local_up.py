@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from local_up import app_env, jobkit_json, local_up_process, printed
@@ -47,6 +48,7 @@ JOBKIT_LINE = re.compile(
     r"|  export (AWS_ENDPOINT_URL|AWS_REGION|AWS_ACCESS_KEY_ID|JOBKIT_CONFIG|JOBKIT_PUSH_URL)=.*"
     r"|running jobs; Ctrl-C stops"
     r"| *[a-z_]+ \w+ \S+ \(attempt \d+(, correlation \S+)?\)( in \d+ ms)?(: .*)?"
+    r"| *log \w+ \S+: (DEBUG|INFO|WARNING|ERROR|CRITICAL) .*"
     r"|stopping"
 )
 #: What a web server's request log line looks like (werkzeug's: 127.0.0.1 - - [date] "POST / HTTP/1.1" 200 -).
@@ -192,3 +194,47 @@ def test_an_endpoint_that_is_not_the_local_stack_changes_nothing() -> None:
         port = unused.getsockname()[1]
     assert identify(f"http://127.0.0.1:{port}", timeout_s=1.0) is None  # nothing listens
     assert identify("not a url") is None
+
+
+CHATTY = """
+[jobkit]
+prefix = "chat"
+code_dir = "{code_dir}"
+
+[types.chatty]
+class = "testjobs:ChattyJob"
+
+[types.quiet]
+class = "testjobs:ChattyJob"
+log_level = "warning"
+"""
+
+
+@pytest.mark.parametrize("level", [None, "warning"])
+def test_a_jobs_own_log_lines_are_printed_after_its_type_and_id(tmp_path: Path, level: str | None) -> None:
+    from jobkit import JobSpecification
+    from jobkit.declaration.config import load_declaration
+    from jobkit.wiring import AwsClients, Wiring
+
+    config = tmp_path / "jobs.toml"
+    config.write_text(CHATTY.format(code_dir=(ROOT / "tests" / "fixtures").as_posix()))
+    args = ["--config", str(config)] + (["--job-log-level", level] if level else [])
+    with local_up_process(*args) as (process, lines):
+        endpoint = printed(lines, "AWS_ENDPOINT_URL")
+        credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        clients = AwsClients(region="us-east-1", endpoint_url=endpoint, credentials=credentials)
+        group = Wiring(load_declaration(config), clients=clients).group()
+        chatty, quiet = JobSpecification("chatty", {"n": 1}), JobSpecification("quiet", {"n": 2})
+        group.push([chatty, quiet])
+        lines.wait_for(f"succeeded chatty {chatty.id}")
+        lines.wait_for(f"succeeded quiet {quiet.id}")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        text = "".join(lines.rest())
+        assert_only_jobkit_lines(text.splitlines())
+    info = f"log chatty {chatty.id}: INFO testjobs.chatty: chatty job at work on 1"
+    assert f"log chatty {chatty.id}: WARNING testjobs.chatty: chatty job warns about 1" in text
+    assert (info in text) is (level is None)
+    assert f"log quiet {quiet.id}: WARNING testjobs.chatty: chatty job warns about 2" in text
+    assert f"log quiet {quiet.id}: INFO" not in text  # its type's log_level is warning
+    assert "botocore" not in text and "jobkit.runner" not in text

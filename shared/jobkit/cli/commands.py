@@ -277,11 +277,22 @@ def local() -> None:
         " and alarms too, for `jobkit verify`), instead of from the declaration alone. Slower to start."
     ),
 )
-def local_up(config_path: Path | None, host: str, port: int, template_path: Path | None) -> None:
+@click.option(
+    "--job-log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="The least severe of a job's own log lines (its `logging` calls) that are printed, after its type and ID.",
+)
+def local_up(config_path: Path | None, host: str, port: int, template_path: Path | None, job_log_level: str) -> None:
     """Serve the AWS API locally and run jobs as apps push them, until Ctrl-C."""
     from jobkit.local.serve import serve
 
-    logging.basicConfig(level=logging.CRITICAL)  # each job's outcome is printed instead
+    # jobkit's own lines and the libraries' are not printed (but a critical one):
+    # each job's outcome is, and the job's own lines (jobkit.local.serve.JobLinePrinter)
+    critical = logging.StreamHandler()
+    critical.setLevel(logging.CRITICAL)
+    logging.basicConfig(level=logging.CRITICAL, handlers=[critical])
     try:
         declaration = load_declaration(config_path)
     except JobKitError as exc:
@@ -292,7 +303,8 @@ def local_up(config_path: Path | None, host: str, port: int, template_path: Path
         sys.stdout.flush()  # one line per job, promptly, even into a pipe
 
     try:
-        serve(declaration, host=host, port=port, emit=emit, template=template_path)
+        level = logging.getLevelName(job_log_level.upper())
+        serve(declaration, host=host, port=port, emit=emit, template=template_path, job_log_level=level)
     except JobKitError as exc:  # a port in use, say: one line, at once
         raise click.ClickException(str(exc)) from exc
 

@@ -3,7 +3,9 @@
 It serves the AWS API (moto) on a loopback port with the declared queues,
 DLQs and table, runs the runners continuously in real time, and prints what
 happens to each job: a startup banner, then one line per job outcome (with the
-correlation ID of the request that pushed it), and no line per HTTP request.
+correlation ID of the request that pushed it), the lines the job's own code
+logs (:class:`JobLinePrinter`: INFO and above unless told otherwise), and no
+line per HTTP request.
 Point an app's push SDK at it with ``AWS_ENDPOINT_URL``.
 
 What SQS and the runners measure goes into the emulated CloudWatch every few
@@ -16,6 +18,7 @@ A port in use is a :class:`~jobkit.local.server.PortInUse` (a
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +27,7 @@ from jobkit.core.outcome import RecordResult
 from jobkit.declaration.config import Declaration
 from jobkit.local.server import PortInUse
 from jobkit.local.stack import LocalStack
+from jobkit.runner.log_level import running_job, running_level
 
 IDLE_POLL_S = 0.1
 
@@ -47,6 +51,35 @@ class OutcomePrinter:
         """Printed as they come."""
 
 
+#: Loggers whose lines are not the job's own, though logged while it runs:
+#: jobkit's (each outcome has its line), the AWS SDK's and the emulator's.
+NOT_THE_JOBS = ("jobkit", "botocore", "boto3", "urllib3", "s3transfer", "moto", "werkzeug")
+
+
+class JobLinePrinter(logging.Handler):
+    """Prints the lines a job's own code logs while it runs (``logging``, at
+    ``level`` and above, and no less severe than its type's ``log_level``),
+    each after the job's type and ID, as the outcome lines name them."""
+
+    def __init__(self, emit: Callable[[str], None], level: int = logging.INFO) -> None:
+        super().__init__(level)
+        self._emit = emit
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        job = running_job()
+        if job is None or record.levelno < running_level() or record.name.split(".")[0] in NOT_THE_JOBS:
+            return
+        try:
+            text = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        job_type, job_id = job
+        for line in text.splitlines() or [""]:
+            self._emit(f"{'log':>13} {job_type} {job_id}: {line}")
+
+
 def serve(
     declaration: Declaration,
     *,
@@ -55,6 +88,7 @@ def serve(
     emit: Callable[[str], None] = print,
     stop: threading.Event | None = None,
     template: Path | None = None,
+    job_log_level: int = logging.INFO,
 ) -> None:
     """Run until ``stop`` is set (or KeyboardInterrupt). With ``template``, the
     stack is deployed from that SAM template (:class:`LocalStack`).
@@ -63,6 +97,11 @@ def serve(
         PortInUse: another process listens on ``port``.
     """
     stop = stop or threading.Event()
+    printer = JobLinePrinter(emit, job_log_level)
+    root = logging.getLogger()
+    root.addHandler(printer)
+    if root.level > job_log_level:
+        root.setLevel(job_log_level)
     local = LocalStack(
         declaration,
         server=True,
@@ -97,3 +136,4 @@ def serve(
         emit("stopping")
     finally:
         stack.stop()  # the server's thread has ended when this returns
+        root.removeHandler(printer)

@@ -21,16 +21,30 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 
 _running_level: ContextVar[int] = ContextVar("jobkit_running_job_log_level", default=logging.NOTSET)
+_running_job: ContextVar[tuple[str, str] | None] = ContextVar("jobkit_running_job", default=None)
 
 
 @contextlib.contextmanager
-def running(level: str) -> Iterator[None]:
-    """While a job of a type with this ``log_level`` runs in this thread or task."""
-    token = _running_level.set(threshold(level))
+def running(level: str, job: tuple[str, str] | None = None) -> Iterator[None]:
+    """While a job of a type with this ``log_level`` runs in this thread or
+    task; ``job`` is its type and ID, for :func:`running_job`."""
+    token, job_token = _running_level.set(threshold(level)), _running_job.set(job)
     try:
         yield
     finally:
+        _running_job.reset(job_token)
         _running_level.reset(token)
+
+
+def running_level() -> int:
+    """The running job's type's ``log_level`` (``NOTSET`` when no job runs)."""
+    return _running_level.get()
+
+
+def running_job() -> tuple[str, str] | None:
+    """The type and ID of the job running in this thread or task, if one is
+    (a line logged now is the job's own, or jobkit's about it)."""
+    return _running_job.get()
 
 
 class TypeLevelFilter(logging.Filter):

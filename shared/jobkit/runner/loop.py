@@ -313,7 +313,8 @@ class Runner:
             # watchdog names the job it was running (one INFO line per job, not two).
             log.debug("job params", extra={**delivery.keys, "attempt": delivery.attempt, "params": spec.params})
             # the job's own lines carry its correlation ID, and the jobs it pushes inherit it
-            with running(delivery.job_type.log_level), correlation_scope(delivery.correlation_id):
+            job_key = (delivery.job_type.name, spec.id)
+            with running(delivery.job_type.log_level, job_key), correlation_scope(delivery.correlation_id):
                 try:
                     run.succeeded = job.run() is not False
                 except JOB_ERRORS as exc:
