@@ -238,3 +238,70 @@ def test_a_jobs_own_log_lines_are_printed_after_its_type_and_id(tmp_path: Path, 
     assert f"log quiet {quiet.id}: WARNING testjobs.chatty: chatty job warns about 2" in text
     assert f"log quiet {quiet.id}: INFO" not in text  # its type's log_level is warning
     assert "botocore" not in text and "jobkit.runner" not in text
+
+
+def test_advancing_the_clock_runs_a_two_hour_delay_now(local_up: tuple[subprocess.Popen[str], Lines]) -> None:
+    from jobkit import JobSpecification
+    from jobkit.declaration.config import load_declaration
+    from jobkit.wiring import AwsClients, Wiring
+
+    process, lines = local_up
+    endpoint = printed(lines, "AWS_ENDPOINT_URL")
+    credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    clients = AwsClients(region="us-east-1", endpoint_url=endpoint, credentials=credentials)
+    group = Wiring(load_declaration(ROOT / "infra" / "jobs.toml"), clients=clients).group()
+    # Given a job delayed two hours, and one due now
+    later = JobSpecification("refreshLinks", {"title": "Later"}, delay=7200)
+    now = JobSpecification("refreshLinks", {"title": "Now"})
+    group.push([later, now])
+    lines.wait_for(f"succeeded refreshLinks {now.id}")
+    # When the developer moves the local stack's clock two hours on
+    moved = subprocess.run(
+        [sys.executable, "-m", "jobkit.cli", "local", "advance", "2h", "--endpoint-url", endpoint],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert moved.returncode == 0, moved.stderr
+    assert "moved 2h (7200 s) forward" in moved.stdout
+    # Then the delayed job runs at once, its release passed
+    assert "succeeded" in lines.wait_for(f"refreshLinks {later.id}", timeout=30)
+    # And the ops commands read the stack's clock, two hours ahead of the wall clock
+    assert jobkit_json(endpoint, "top", "--once")["at"] > time.time() + 7000
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+    assert_only_jobkit_lines(lines.rest())
+
+
+def test_advance_says_what_is_wrong() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    for args, status, message in (
+        (["2h", "--endpoint-url", f"http://127.0.0.1:{port}"], 1, "is not a jobkit local up"),
+        (["2 weeks"], 2, "is not a duration"),
+        (["0s"], 2, "more than 0 and at most 30 days"),
+        (["31d"], 2, "more than 0 and at most 30 days"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "jobkit.cli", "local", "advance", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == status and message in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_durations_read_as_people_write_them() -> None:
+    from jobkit.ops.local_endpoint import parse_duration
+
+    assert [parse_duration(t) for t in ("90", "90s", "15m", "2h", "1d", "1h30m", "1.5h")] == [
+        90,
+        90,
+        900,
+        7200,
+        86_400,
+        5400,
+        5400,
+    ]

@@ -309,4 +309,36 @@ def local_up(config_path: Path | None, host: str, port: int, template_path: Path
         raise click.ClickException(str(exc)) from exc
 
 
+@local.command("advance")
+@click.argument("duration")
+@click.option(
+    "--endpoint-url",
+    envvar="AWS_ENDPOINT_URL",
+    default="http://127.0.0.1:4566",
+    show_default=True,
+    help="The local stack's endpoint [$AWS_ENDPOINT_URL].",
+)
+def local_advance(duration: str, endpoint_url: str) -> None:
+    """Move a running `jobkit local up`'s clock DURATION forward (90s, 15m, 2h, 1d, 1h30m).
+
+    Delayed jobs, retry backoffs, holds, debounce waits and schedules that fall
+    due in that time run at once, as if the time had passed; the ops commands
+    pointed at the stack read its clock.
+    """
+    from datetime import UTC, datetime
+
+    from jobkit.ops.local_endpoint import advance, parse_duration
+
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="DURATION") from exc
+    try:
+        now = advance(endpoint_url, seconds)
+    except JobKitError as exc:
+        raise click.ClickException(str(exc)) from exc
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    click.echo(f"the local stack's clock moved {duration} ({seconds:g} s) forward: it is now {stamp}")
+
+
 register_ops_commands(main)

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from jobkit.core.clock import VirtualClock
 from jobkit.core.outcome import RecordResult
 from jobkit.declaration.config import Declaration
 from jobkit.local.server import PortInUse
@@ -110,6 +111,7 @@ def serve(
         sinks=[OutcomePrinter(emit)],
         publish_metrics=True,
         template=template,
+        clock=VirtualClock(flowing=True),  # real time, which `jobkit local advance` can move ahead
     )
     try:
         stack = local.start()

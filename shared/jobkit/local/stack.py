@@ -244,10 +244,19 @@ class LocalStack(Running):
 
         if self.declaration.push_endpoint is not None:
             app = self._push_route(app)
-        identity = LocalStackIdentity(
-            self.region, CREDENTIALS["aws_access_key_id"], CREDENTIALS["aws_secret_access_key"]
-        )
-        return IdentityRoute(app, identity)
+
+        def identity() -> LocalStackIdentity:
+            keys = CREDENTIALS["aws_access_key_id"], CREDENTIALS["aws_secret_access_key"]
+            return LocalStackIdentity(self.region, *keys, now=self.clock.now())
+
+        advance = self._advance_clock if isinstance(self.clock, VirtualClock) else None
+        return IdentityRoute(app, identity, advance)
+
+    def _advance_clock(self, seconds: float) -> float:
+        """Move the stack's (virtual) clock forward: delays, backoffs and schedules come due."""
+        assert isinstance(self.clock, VirtualClock)
+        self.clock.advance(seconds)
+        return self.clock.now()
 
     def _push_route(self, app: Any) -> Any:
         from jobkit.local.push_route import PushRoute

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.core.clock import Clock, SystemClock
+from jobkit.core.clock import Clock, SystemClock, VirtualClock
 from jobkit.declaration.config import Declaration, declaration_from_environment, load_declaration
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
     from mypy_boto3_sqs import SQSClient
 
+    from jobkit.ops.local_endpoint import LocalStackIdentity
     from jobkit.push import JobQueueGroup
     from jobkit.records.store import Records
     from jobkit.sqs import QueueDirectory
@@ -40,6 +41,8 @@ class CliConfig:
     clock: Clock = field(default_factory=SystemClock)
     _clients: AwsClients | None = field(default=None, repr=False)
     _wiring: Wiring | None = field(default=None, repr=False)
+    _local: LocalStackIdentity | None = field(default=None, repr=False)
+    _probed: bool = field(default=False, repr=False)
 
     def overridden(
         self, *, config_path: Path | None, prefix: str | None, endpoint_url: str | None, region: str | None
@@ -64,29 +67,42 @@ class CliConfig:
             from jobkit.wiring import AwsClients
 
             region, credentials = self.region, None
-            endpoint = self.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
-            if endpoint:  # `jobkit local up`? Then its region and dummy credentials, unless given
-                from jobkit.ops.local_endpoint import identify
-
-                local = identify(endpoint)
-                if local is not None:
-                    region = region or local.region
-                    if not os.environ.get("AWS_ACCESS_KEY_ID"):
-                        credentials = {
-                            "aws_access_key_id": local.access_key_id,
-                            "aws_secret_access_key": local.secret_access_key,
-                        }
+            local = self.local_stack
+            if local is not None:  # its region and dummy credentials, unless given
+                region = region or local.region
+                if not os.environ.get("AWS_ACCESS_KEY_ID"):
+                    credentials = {
+                        "aws_access_key_id": local.access_key_id,
+                        "aws_secret_access_key": local.secret_access_key,
+                    }
             self._clients = AwsClients(region=region, endpoint_url=self.endpoint_url, credentials=credentials)
         return self._clients
+
+    @property
+    def local_stack(self) -> LocalStackIdentity | None:
+        """What ``jobkit local up`` at the endpoint says of itself, if the
+        endpoint is one (asked once). Its clock becomes the commands' clock,
+        unless one was given: ``jobkit local advance`` may have moved it."""
+        if not self._probed:
+            self._probed = True
+            endpoint = self.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+            if endpoint:
+                from jobkit.ops.local_endpoint import identify
+
+                self._local = identify(endpoint)
+                if self._local is not None and self._local.now is not None and isinstance(self.clock, SystemClock):
+                    self.clock = VirtualClock(self._local.now, flowing=True)
+        return self._local
 
     @property
     def wiring(self) -> Wiring:
         if self._wiring is None:
             from jobkit.wiring import Wiring
 
+            clients = self.clients  # first: the local stack's clock, if the endpoint is one
             declaration = load_declaration(self.config_path) if self.config_path else declaration_from_environment()
             declaration = declaration.with_prefix(self.prefix) if self.prefix else declaration
-            self._wiring = Wiring(declaration, clients=self.clients, clock=self.clock)
+            self._wiring = Wiring(declaration, clients=clients, clock=self.clock)
         return self._wiring
 
     @property
@@ -120,4 +136,5 @@ class CliConfig:
         return self.wiring.group()
 
     def now(self) -> float:
+        self.local_stack  # noqa: B018 - the local stack's clock, if the endpoint is one
         return self.clock.now()

@@ -1,8 +1,9 @@
 """Is an endpoint ``jobkit local up``? The local stack says so at
-``GET {endpoint}/jobkit/local``, with its region and its dummy credentials,
-so ``--endpoint-url`` (or ``$AWS_ENDPOINT_URL``) alone reaches it: the ops
-commands take the stack's region (unless ``--region`` names one) and its
-credentials (unless ``$AWS_ACCESS_KEY_ID`` is set).
+``GET {endpoint}/jobkit/local``, with its region, its dummy credentials and
+its clock, so ``--endpoint-url`` (or ``$AWS_ENDPOINT_URL``) alone reaches it:
+the ops commands take the stack's region (unless ``--region`` names one), its
+credentials (unless ``$AWS_ACCESS_KEY_ID`` is set) and its time (which
+``jobkit local advance`` may have moved ahead of the wall clock).
 
 One short GET, only when an endpoint is given; an endpoint that is not the
 local stack (another emulator, a VPC endpoint) answers something else, and
@@ -12,12 +13,20 @@ nothing changes.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
+from jobkit.core.errors import JobKitError
+
 PATH = "/jobkit/local"
+ADVANCE_PATH = PATH + "/advance"
 #: What the answer's ``service`` field says.
 SERVICE = "jobkit local stack"
 TIMEOUT_S = 2.0
+#: The furthest one advance moves the clock: past SQS's longest retention (14 days) with room.
+MAX_ADVANCE_S = 30 * 86_400
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms]?)")
+_UNIT_S = {"d": 86_400, "h": 3_600, "m": 60, "s": 1, "": 1}
 
 
 @dataclass(frozen=True)
@@ -25,31 +34,79 @@ class LocalStackIdentity:
     region: str
     access_key_id: str
     secret_access_key: str
+    now: float | None = None  # the stack's clock, when it answered
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, object]:
         return {
             "service": SERVICE,
             "region": self.region,
             "access_key_id": self.access_key_id,
             "secret_access_key": self.secret_access_key,
+            "now": self.now,
         }
 
 
 def identify(endpoint_url: str, timeout_s: float = TIMEOUT_S) -> LocalStackIdentity | None:
     """The local stack's identity, if ``endpoint_url`` is one; else ``None``."""
+    answer = _request(endpoint_url, PATH, None, timeout_s)
+    if not isinstance(answer, dict) or answer.get("service") != SERVICE:
+        return None
+    try:
+        now = answer.get("now")
+        return LocalStackIdentity(
+            str(answer["region"]),
+            str(answer["access_key_id"]),
+            str(answer["secret_access_key"]),
+            float(now) if isinstance(now, int | float) else None,
+        )
+    except KeyError:
+        return None
+
+
+class NotLocalStack(JobKitError):
+    """The endpoint is not a ``jobkit local up`` whose clock can move."""
+
+
+def advance(endpoint_url: str, seconds: float, timeout_s: float = TIMEOUT_S) -> float:
+    """Move the local stack's clock ``seconds`` forward; returns its time now.
+
+    Raises:
+        NotLocalStack: nothing at ``endpoint_url`` answers as ``jobkit local up``.
+    """
+    if identify(endpoint_url, timeout_s) is None:
+        raise NotLocalStack(f"{endpoint_url} is not a jobkit local up (is it running? --endpoint-url)")
+    answer = _request(endpoint_url, ADVANCE_PATH, {"seconds": seconds}, timeout_s)
+    if not isinstance(answer, dict) or not isinstance(answer.get("now"), int | float):
+        raise NotLocalStack(f"{endpoint_url} did not move its clock: {answer!r}")
+    return float(answer["now"])
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` as seconds (more than 0, at most 30 days).
+
+    Raises:
+        ValueError: what is wrong with it.
+    """
+    compact = text.strip().lower().replace(" ", "")
+    parts = _DURATION.findall(compact)
+    if not compact or "".join(number + unit for number, unit in parts) != compact:
+        raise ValueError(f"{text!r} is not a duration: e.g. 90s, 15m, 2h, 1d or 1h30m")
+    seconds = sum(float(number) * _UNIT_S[unit] for number, unit in parts)
+    if not 0 < seconds <= MAX_ADVANCE_S:
+        raise ValueError(f"{text!r}: a local clock moves forward by more than 0 and at most 30 days")
+    return seconds
+
+
+def _request(endpoint_url: str, path: str, body: dict[str, object] | None, timeout_s: float) -> object:
     import urllib.error
     import urllib.request
 
     if not endpoint_url.startswith(("http://", "https://")):
         return None
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(endpoint_url.rstrip("/") + path, data=data, method="POST" if data else "GET")
     try:
-        with urllib.request.urlopen(endpoint_url.rstrip("/") + PATH, timeout=timeout_s) as response:
-            answer = json.loads(response.read(4096))
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return json.loads(response.read(4096))
     except (OSError, ValueError, urllib.error.URLError):
-        return None
-    if not isinstance(answer, dict) or answer.get("service") != SERVICE:
-        return None
-    try:
-        return LocalStackIdentity(str(answer["region"]), str(answer["access_key_id"]), str(answer["secret_access_key"]))
-    except KeyError:
         return None
