@@ -27,7 +27,7 @@ from jobkit.core.errors import (
 from jobkit.core.spec import JobSpecification
 from jobkit.jobs.job import Job, JobContext
 
-from jobkit import _moved  # isort: skip  (old module paths, for one release)
+from jobkit.core import moved as _moved  # isort: skip  (old module paths, for one release)
 
 _moved.install()
 
@@ -48,6 +48,10 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
+        if f"jobkit.{name}" in _moved.MOVED:  # jobkit.errors.X: a moved module, by its old path
+            import importlib
+
+            return importlib.import_module(f"jobkit.{name}")
         raise AttributeError(f"module 'jobkit' has no attribute {name!r}")
     import importlib
 

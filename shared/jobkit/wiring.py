@@ -106,14 +106,14 @@ class AwsClients:
         """The Region: the one given, else ``AWS_REGION``, else
         ``AWS_DEFAULT_REGION``, else the profile's (raises :class:`NoRegion`
         saying so when none of them names one)."""
-        region = self.region or os.environ.get("AWS_REGION")
+        region = (self.region or os.environ.get("AWS_REGION") or "").strip()
         if region:
             return region
         session = self._session()
-        region = session.get_config_variable("region")  # AWS_DEFAULT_REGION, then the profile
+        region = str(session.get_config_variable("region") or "").strip()  # AWS_DEFAULT_REGION, then the profile
         if region:
-            return str(region)
-        raise NoRegion(session.get_config_variable("profile") or "default")
+            return region
+        raise NoRegion(_where_regions_were_looked_for(session))
 
     def _session(self) -> Any:
         if self._botocore_session is None:
@@ -319,3 +319,19 @@ def reset_default_groups() -> None:
     global _default_group
     with _default_group_lock:
         _default_group = None
+
+
+def _where_regions_were_looked_for(session: Any) -> str:
+    """What AWS_REGION, AWS_DEFAULT_REGION and the profile held, for :class:`NoRegion`."""
+
+    def variable(name: str) -> str:
+        value = os.environ.get(name)
+        return f"{name} is unset" if value is None else f"{name} is empty"
+
+    default = variable("AWS_DEFAULT_REGION")
+    if "AWS_DEFAULT_REGION" in os.environ:
+        return f"{variable('AWS_REGION')}, and {default} (which hides any region in the AWS config file)"
+    profile = session.get_config_variable("profile") or "default"
+    config = os.path.expanduser(str(session.get_config_variable("config_file") or "~/.aws/config"))
+    where = f"names none in {config}" if os.path.exists(config) else f"has no config file ({config} does not exist)"
+    return f"{variable('AWS_REGION')}, {default}, and the AWS profile {profile!r} {where}"

@@ -305,3 +305,42 @@ def test_durations_read_as_people_write_them() -> None:
         5400,
         5400,
     ]
+
+
+@pytest.mark.parametrize("answer", ["nested", "trickle", "null region", "redirect"])
+def test_a_hostile_endpoint_is_not_taken_for_the_local_stack(answer: str) -> None:
+    import http.server
+
+    from jobkit.ops.local_endpoint import identify
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if answer == "redirect":
+                self.send_response(302)
+                self.send_header("Location", "http://127.0.0.1:9/jobkit/local")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.end_headers()
+            if answer == "trickle":  # a byte a second: never a whole answer in time
+                for _ in range(5):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(1)
+                return
+            fields = '"service": "jobkit local stack", "access_key_id": "a", "secret_access_key": "b"'
+            body = "[" * 4096 if answer == "nested" else '{"region": null, ' + fields + "}"
+            self.wfile.write(body.encode())
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.handle_error = lambda *args: None  # type: ignore[method-assign]  # the prober hung up: as meant
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        started = time.monotonic()
+        assert identify(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=1.0) is None
+        assert time.monotonic() - started < 1.5
+    finally:
+        server.shutdown()

@@ -354,14 +354,32 @@ def test_a_dead_letter_selected_by_message_ids_alone_is_not_taken_by_a_claimed_o
 
     # A message that SQS's redrive policy moved keeps its sender's attributes, so
     # a sender could claim another message's ID as its original
-    forged = dead_letter(
-        {
-            "MessageId": "m-own",
-            "ReceiptHandle": "r",
-            "Body": JobSpecification("noop").stamped(1.0).to_message(),
-            "MessageAttributes": {"jobkit.messageId": {"DataType": "String", "StringValue": "m-picked"}},
-        }
-    )
+    def message(body: str) -> dict[str, Any]:
+        claimed = {"jobkit.reason": "poison", "jobkit.messageId": "m-picked"}
+        attributes = {name: {"DataType": "String", "StringValue": value} for name, value in claimed.items()}
+        return {"MessageId": "m-own", "ReceiptHandle": "r", "Body": body, "MessageAttributes": attributes}
+
     scope = scope_of(stack.declaration, "noop")
-    assert forged.selected(scope, ["m-picked"])  # to show: any ID finds it
-    assert not forged.selected(scope, ["m-picked"], message_ids_only=True)  # to act on picked messages: never
+    job = dead_letter(message(JobSpecification("noop").stamped(1.0).to_message()))
+    assert job.original_message_id is None and not job.selected(scope, ["m-picked"])  # a job: by its job ID only
+    junk = dead_letter(message("not a job"))
+    assert junk.original_message_id == "m-picked" and junk.selected(scope, ["m-picked"])
+    assert not junk.selected(scope, ["m-picked"], message_ids_only=True)  # to act on picked messages: never
+
+
+def test_a_jobs_dlq_copy_keeps_its_senders_trace_context(stack: LocalStack) -> None:
+    spec = JobSpecification("permanent").stamped(stack.clock.now())
+    sent = {
+        "JobType": "permanent",
+        "CorrelationId": "req-1",
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    }
+    stack.sqs.send_message(
+        QueueUrl=stack.queue_urls["test-permanent"],
+        MessageBody=spec.to_message(),
+        MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in sent.items()},
+    )
+    stack.drain()
+    [dead] = stack.dead_letters("permanent")
+    kept = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items() if k in sent}
+    assert kept == sent and "jobkit.messageId" not in dead["MessageAttributes"]

@@ -61,5 +61,20 @@ def test_no_region_anywhere_says_where_it_looked(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(NoRegion) as caught:
         AwsClients().client("sqs")
     message = str(caught.value)
-    assert "AWS_REGION and AWS_DEFAULT_REGION are unset" in message and "'default'" in message
+    assert "AWS_REGION is unset, AWS_DEFAULT_REGION is unset, and the AWS profile 'default'" in message
     assert "export AWS_REGION=" in message
+
+
+def test_an_empty_default_region_is_named_as_what_hides_the_profiles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "config"
+    config.write_text("[profile dev]\nregion = us-west-2\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "dev")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "")
+    monkeypatch.setenv("AWS_REGION", " ")
+    with pytest.raises(NoRegion, match=r"AWS_REGION is empty, and AWS_DEFAULT_REGION is empty \(which hides"):
+        AwsClients().client("sqs")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    assert region_of(AwsClients()) == "us-west-2"

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import jobkit
-from jobkit._moved import MOVED
+from jobkit.core.moved import MOVED
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
@@ -45,3 +45,32 @@ def test_a_name_that_never_existed_is_still_not_found() -> None:
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("jobkit.no_such_module")
     assert "jobkit.dedup" not in MOVED and jobkit.__name__ == "jobkit"
+
+
+def test_a_moved_module_is_an_attribute_of_jobkit_too() -> None:
+    code = (
+        "import warnings; warnings.simplefilter('ignore')\n"
+        "import jobkit\n"
+        "print(jobkit.errors.NonRetryableError is jobkit.NonRetryableError, jobkit.spec.JobSpecification.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "JobSpecification"]
+
+
+def test_the_packages_that_replaced_modules_answer_for_their_old_names() -> None:
+    import jobkit.dedup
+    import jobkit.status
+    from jobkit.dedup.store import DedupStore
+    from jobkit.records import JobStatus, TableUnavailable
+    from jobkit.status.tracker import RecordingStatusTracker
+
+    with pytest.warns(DeprecationWarning, match="jobkit.dedup.store"):
+        assert jobkit.dedup.DedupStore is DedupStore
+    with pytest.warns(DeprecationWarning, match="jobkit.records"):
+        assert jobkit.dedup.DedupUnavailable is TableUnavailable
+    with pytest.warns(DeprecationWarning, match="jobkit.status.tracker"):
+        assert jobkit.status.RecordingStatusTracker is RecordingStatusTracker
+    with pytest.warns(DeprecationWarning):
+        assert jobkit.status.JobStatus is JobStatus
+    with pytest.raises(AttributeError):
+        jobkit.dedup.NoSuchThing  # noqa: B018

@@ -97,5 +97,6 @@ def test_no_region_says_where_it_looked_and_how_to_give_one(monkeypatch: pytest.
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     result = CliRunner().invoke(main, ["queues", "--config", str(FIXTURES / "jobs.toml")])
     assert result.exit_code == 1
-    assert "AWS_REGION and AWS_DEFAULT_REGION are unset" in result.output and "or pass --region" in result.output
+    assert "AWS_REGION is unset, AWS_DEFAULT_REGION is unset" in result.output
+    assert "/nonexistent does not exist" in result.output and "or pass --region" in result.output
     assert "Traceback" not in result.output

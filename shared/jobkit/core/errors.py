@@ -32,14 +32,11 @@ class ConfigError(JobKitError):
 
 class NoRegion(JobKitError):
     """No AWS Region was found where jobkit looks for one; the message says
-    where it looked, in order."""
+    where it looked, in order, and what it found there."""
 
-    def __init__(self, profile: str) -> None:
-        self.profile = profile
-        super().__init__(
-            "no AWS region: AWS_REGION and AWS_DEFAULT_REGION are unset, and the AWS profile"
-            f" {profile!r} names none; set AWS_REGION (e.g. export AWS_REGION=us-east-1)"
-        )
+    def __init__(self, looked: str) -> None:
+        self.looked = looked
+        super().__init__(f"no AWS region: {looked}; set AWS_REGION (e.g. export AWS_REGION=us-east-1)")
 
 
 class SpecError(JobKitError):

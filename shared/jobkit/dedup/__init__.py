@@ -42,3 +42,10 @@ The semantics (docs/deduplication.md):
   settles an attempt's claims while the next job runs; a later claim on the
   same key waits for it.
 """
+
+from jobkit.core.moved import names_from as _names_from
+
+#: The names the module ``dedup.py`` held before it became this package, for one release.
+__getattr__ = _names_from(
+    __name__, ("jobkit.dedup.store", "jobkit.dedup.admission", "jobkit.dedup.roots", "jobkit.records")
+)

@@ -21,20 +21,40 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import ConfigError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification, new_root_job_params
 from jobkit.declaration.config import Declaration
 from jobkit.local.results import EnqueueCounter
 from jobkit.local.stack import LocalStack
 
+#: The demo's own declaration: its job classes are in the package (jobkit.local.rfc_demo_jobs).
+DECLARATION = Path(__file__).with_name("rfc_demo.toml")
+#: The types the story pushes; another declaration given to the demo must declare them.
+DEMO_TYPES = ("htmlCacheUpdate", "refreshLinks", "enotifNotify")
 DOMAIN = "enwiki"
 TEMPLATE = "Template:Infobox settlement"
 #: Three saves in quick succession (virtual seconds): each comes while the runners are still at
-#: the last one's refreshLinks jobs (a round of batches takes longer), so copies of a page collapse.
-EDIT_GAP_S = 0.01
+#: the last one's jobs, so copies of a page collapse and the older edits' leaves are superseded.
+EDIT_GAP_S = 1.0
+#: A job's work, in virtual seconds, by queue: a purge is quick, a parse slow, an email quicker.
+JOB_S = {"htmlCacheUpdate": 0.5, "refreshLinks": 0.1, "enotifNotify": 0.01}
+
+
+def batch_s(queue: str, records: int) -> float:
+    """How long a batch keeps its container busy, in virtual seconds: a model
+    (an invocation's overhead, and each job's work), not this machine's speed,
+    so every run with a seed gives the same figures on any machine."""
+    return 0.02 + JOB_S.get(queue, 0.02) * records
+
+
+def missing_types(declaration: Declaration) -> list[str]:
+    """The story's types that ``declaration`` does not declare."""
+    return [name for name in DEMO_TYPES if name not in declaration.types]
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,7 @@ class DemoReport:
     dead_letter_reasons: list[str]
     delayed: list[str]
     wall_s: float
+    source: str = ""  # the declaration it ran on
 
     @property
     def balances(self) -> bool:
@@ -110,7 +131,19 @@ def run_demo(
     watchers: int = 40,
     on_progress: Callable[[int], None] | None = None,
 ) -> DemoReport:
-    """Run the story on an embedded AWS and summarise it."""
+    """Run the story on an embedded AWS and summarise it.
+
+    Raises:
+        ConfigError: ``declaration`` lacks one of the story's types.
+    """
+    missing = missing_types(declaration)
+    if missing:
+        raise ConfigError(
+            declaration.source,
+            "types",
+            f"the demo pushes {', '.join(DEMO_TYPES)}; not declared: {', '.join(missing)}"
+            " (leave out --config to run it on its own declaration)",
+        )
     started = time.perf_counter()
     clock = VirtualClock(time.time())
     with LocalStack(declaration, clock=clock, seed=seed) as stack:
@@ -119,7 +152,7 @@ def run_demo(
         first_edit = clock.now()
         for edit in range(3):
             # Keep the runners busy until the next edit comes in.
-            stack.drain(until=first_edit + edit * EDIT_GAP_S, on_poll=on_progress, parallel=True)
+            stack.drain(until=first_edit + edit * EDIT_GAP_S, on_poll=on_progress, parallel=True, batch_s=batch_s)
             group.push(edit_jobs(edit, clock.now(), backlinks=backlinks, pages=pages, watchers=watchers))
         group.push(
             [
@@ -131,11 +164,11 @@ def run_demo(
                 ),
             ]
         )
-        stack.drain(on_poll=on_progress, parallel=True)
+        stack.drain(on_poll=on_progress, parallel=True, batch_s=batch_s)
         reasons = [_reason(m) for queue in declaration.queues for m in stack.dead_letters(queue)]
-        summaries = summarize(stack.results.results, pushed.by_type, sorted(declaration.types))
+        summaries = summarize(stack.results.results, pushed.by_type, DEMO_TYPES)
         delayed = _delayed(stack.results.results)
-    return DemoReport(summaries, reasons, delayed, time.perf_counter() - started)
+    return DemoReport(summaries, reasons, delayed, time.perf_counter() - started, declaration.source)
 
 
 def _delayed(results: Sequence[RecordResult]) -> list[str]:
@@ -223,6 +256,9 @@ def print_report(report: DemoReport) -> None:
     verdict = "[green]balances[/]" if report.balances else "[red]DOES NOT BALANCE[/]"
     console.print(f"pushed = {' + '.join(tallies)}: {verdict}")
     console.print(f"finished in {report.wall_s:.1f} s wall time on the embedded AWS (moto)")
+    own = Path(report.source).resolve() == DECLARATION.resolve() if report.source else False
+    where = "the demo's own declaration, shipped with jobkit" if own else "the declaration"
+    console.print(f"ran on {where}: {report.source}")
 
 
 def _ms(value: float | None) -> str:

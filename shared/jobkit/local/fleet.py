@@ -3,8 +3,9 @@
 On AWS each queue's event source mapping runs up to ``max_concurrency`` batches
 at once, and queues do not wait for one another. One process cannot run them
 in parallel, so the fleet runs each batch at once with the clock stopped at
-the batch's start, measures how long it really took, and keeps that container
-busy for that long in virtual time. Then the clock moves to the next event: a
+the batch's start, measures how long it really took (or takes a model's
+figure for it: the same on every machine), and keeps that container busy for
+that long in virtual time. Then the clock moves to the next event: a
 container coming free, or a hidden or delayed message becoming visible.
 
 Pickup delays measured this way are what a fleet of such containers would
@@ -31,8 +32,10 @@ class Fleet:
         concurrency: Mapping[str, int],
         receivable: Callable[[str], bool],
         next_visible: Callable[[], float | None],
+        batch_s: Callable[[str, int], float] | None = None,
     ) -> None:
         self._clock = clock
+        self._batch_s = batch_s
         self._mappings = mappings
         self._busy_until = {queue: [0.0] * concurrency[queue] for queue in mappings}
         self._receivable = receivable
@@ -64,7 +67,8 @@ class Fleet:
                     continue
                 began = time.perf_counter()
                 count = mapping.poll()
-                containers[slot] = now + (time.perf_counter() - began)
+                took = time.perf_counter() - began if self._batch_s is None else self._batch_s(queue, count)
+                containers[slot] = now + took
                 delivered += count
         return delivered
 

@@ -60,6 +60,7 @@ class Running:
         on_poll: Callable[[int], None] | None = None,
         parallel: bool = False,
         timeout_s: float | None = None,
+        batch_s: Callable[[str, int], float] | None = None,
     ) -> int:
         """Run jobs until every queue is empty, or until the clock reaches ``until``.
 
@@ -70,14 +71,15 @@ class Running:
 
         With ``parallel``, each queue runs up to its ``max_concurrency`` batches
         at once in virtual time, as on Lambda (see :mod:`jobkit.local.fleet`);
-        that needs a frozen :class:`VirtualClock`.
+        that needs a frozen :class:`VirtualClock`. A batch keeps its container
+        busy for as long as it really took, or for ``batch_s(queue, records)``.
 
         Raises:
             RuntimeError: after ``max_polls`` rounds, or ``timeout_s`` real
                 seconds, with jobs still queued.
         """
         if parallel:
-            return self._fleet().run(until, on_poll)
+            return self._fleet(batch_s).run(until, on_poll)
         delivered = 0
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for _ in range(max_polls):
@@ -104,7 +106,7 @@ class Running:
             self.clock.advance_to(until)
         return delivered
 
-    def _fleet(self) -> Fleet:
+    def _fleet(self, batch_s: Callable[[str, int], float] | None = None) -> Fleet:
         clock = self.clock
         if not isinstance(clock, VirtualClock) or clock.flowing:
             raise ValueError("a parallel drain needs a frozen VirtualClock")
@@ -114,6 +116,7 @@ class Running:
             {queue: config.max_concurrency for queue, config in self.declaration.queues.items()},
             lambda queue: self._receivable(self.declaration.queue_name(queue)),
             self.next_wakeup,
+            batch_s,
         )
 
     def _wait_until(self, when: float) -> None:

@@ -70,7 +70,7 @@ class CliConfig:
             local = self.local_stack
             if local is not None:  # its region and dummy credentials, unless given
                 region = region or local.region
-                if not os.environ.get("AWS_ACCESS_KEY_ID"):
+                if not (os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY")):
                     credentials = {
                         "aws_access_key_id": local.access_key_id,
                         "aws_secret_access_key": local.secret_access_key,

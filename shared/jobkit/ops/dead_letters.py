@@ -106,8 +106,13 @@ class DeadLetter:
 
     @property
     def original_message_id(self) -> str | None:
-        """The message ID of the message a runner copied here (the ID its logs
-        and ``jobkit local up`` print), when the copy is not that message itself."""
+        """The message ID of the unreadable message a runner copied here (the
+        ID its logs and ``jobkit local up`` print). Only for a body that is not
+        a job and says it is a runner's poison copy: a readable job is found by
+        its job ID, and a message SQS's redrive policy moved keeps its sender's
+        attributes, so a job could claim another message's ID."""
+        if self.readable or self.attributes.get("jobkit.reason") != "poison":
+            return None
         original = self.attributes.get(ORIGINAL_MESSAGE_ATTRIBUTE)
         return original if original and original != self.message_id else None
 

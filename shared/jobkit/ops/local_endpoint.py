@@ -51,16 +51,12 @@ def identify(endpoint_url: str, timeout_s: float = TIMEOUT_S) -> LocalStackIdent
     answer = _request(endpoint_url, PATH, None, timeout_s)
     if not isinstance(answer, dict) or answer.get("service") != SERVICE:
         return None
-    try:
-        now = answer.get("now")
-        return LocalStackIdentity(
-            str(answer["region"]),
-            str(answer["access_key_id"]),
-            str(answer["secret_access_key"]),
-            float(now) if isinstance(now, int | float) else None,
-        )
-    except KeyError:
+    fields = [answer.get(name) for name in ("region", "access_key_id", "secret_access_key")]
+    if not all(isinstance(value, str) and value.strip() for value in fields):
         return None
+    now = answer.get("now")
+    region, key, secret = (str(value).strip() for value in fields)
+    return LocalStackIdentity(region, key, secret, float(now) if isinstance(now, int | float) else None)
 
 
 class NotLocalStack(JobKitError):
@@ -98,15 +94,31 @@ def parse_duration(text: str) -> float:
 
 
 def _request(endpoint_url: str, path: str, body: dict[str, object] | None, timeout_s: float) -> object:
-    import urllib.error
+    """The JSON answer, or ``None``: no answer within ``timeout_s`` in all (a
+    trickling server too), a redirect, an error status, or not JSON."""
+    import threading
     import urllib.request
 
-    if not endpoint_url.startswith(("http://", "https://")):
+    if not endpoint_url.lower().startswith(("http://", "https://")):
         return None
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(endpoint_url.rstrip("/") + path, data=data, method="POST" if data else "GET")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return json.loads(response.read(4096))
-    except (OSError, ValueError, urllib.error.URLError):
-        return None
+
+    class NoRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kwargs: object) -> None:
+            return None  # the local stack never redirects: a 3xx is not it
+
+    opener = urllib.request.build_opener(NoRedirects)
+    answer: list[object] = []
+
+    def ask() -> None:
+        try:
+            with opener.open(request, timeout=timeout_s) as response:
+                answer.append(json.loads(response.read(4096)))
+        except Exception:  # any failure means "not the local stack"
+            return
+
+    asking = threading.Thread(target=ask, name="jobkit-local-probe", daemon=True)
+    asking.start()
+    asking.join(timeout_s)
+    return answer[0] if answer else None

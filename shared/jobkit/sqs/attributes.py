@@ -35,8 +35,9 @@ HELD_ATTRIBUTE = "jobkit.held"
 
 #: The message attribute every jobkit message carries, so ops tools can filter
 #: by type without parsing bodies.
-#: On a runner's DLQ copy: the message ID of the message it copies (the copy
-#: has an ID of its own; the runner's logs name the original's).
+#: On a runner's DLQ copy of an unreadable message: the message ID of the
+#: message it copies (the copy has an ID of its own; the runner's logs name the
+#: original's). A job's copy is found by its job ID.
 ORIGINAL_MESSAGE_ATTRIBUTE = "jobkit.messageId"
 TYPE_ATTRIBUTE = "JobType"
 

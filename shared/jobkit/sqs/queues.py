@@ -109,7 +109,7 @@ class SqsQueues:
             {
                 **reason.attributes(source, now),
                 **first_seen_attribute(record),
-                **_original_id(record),
+                **(_original_id(record) if reason.kind == "poison" else {}),
             },
             by_priority(sendable_attributes(record.get("messageAttributes") or {})),
         )
@@ -172,6 +172,8 @@ def _in_group(record: Mapping[str, Any], **request: Any) -> dict[str, Any]:
 
 
 def _original_id(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The copied message's ID, so that the ID in the runner's logs finds its DLQ copy."""
+    """The copied message's ID, so that the ID in the runner's logs finds its
+    DLQ copy. Only an unreadable message's copy carries it: a job's copy is
+    found by its job ID, and keeps room for its sender's ``traceparent``."""
     message_id = record.get("messageId") or record.get("MessageId")
     return {ORIGINAL_MESSAGE_ATTRIBUTE: string_attribute(message_id)} if isinstance(message_id, str) else {}

@@ -13,9 +13,10 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
+from collections.abc import Callable
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from importlib.abc import Loader
@@ -64,6 +65,23 @@ class MovedModules:
         real = importlib.import_module(new)
         module.__dict__.update({k: v for k, v in vars(real).items() if not k.startswith("__")})
         module.__doc__ = real.__doc__
+
+
+def names_from(package: str, modules: tuple[str, ...]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` for the names its old module held, now in
+    ``modules``: looked up on first use (importing the package stays free),
+    with a ``DeprecationWarning`` naming the module to import from."""
+
+    def __getattr__(name: str) -> Any:
+        if not name.startswith("_"):
+            for module in modules:
+                found = importlib.import_module(module)
+                if name in vars(found):
+                    warnings.warn(f"{package}.{name} moved: import it from {module}", DeprecationWarning, stacklevel=2)
+                    return vars(found)[name]
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def install() -> None:
