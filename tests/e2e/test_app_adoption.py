@@ -67,6 +67,14 @@ def test_the_scaffolded_tests_pass_from_any_directory(app: tuple[Path, Path], ti
     assert "4 passed" in elsewhere.stdout
 
 
+def test_the_demo_runs_in_the_app_on_its_own_declaration(app: tuple[Path, Path], timings: Timings) -> None:
+    root, bin_dir = app
+    command = [str(bin_dir / "jobkit"), "demo", "--backlinks", "2000", "--pages", "20", "--watchers", "5"]
+    result = checked(timings.run("jobkit demo (in the app)", command, cwd=root, env=app_environment(bin_dir)))
+    assert "balances" in result.stdout and "ran on the demo's own declaration, shipped with jobkit" in result.stdout
+    assert "welcomeEmail" not in result.stdout
+
+
 def test_template_check_imports_every_class(app: tuple[Path, Path], timings: Timings) -> None:
     root, bin_dir = app
     env = app_environment(bin_dir)

@@ -7,8 +7,10 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from jobkit.cli import main
-from jobkit.declaration.config import Declaration
-from jobkit.local.demo import run_demo
+from jobkit.declaration.config import Declaration, load_declaration
+from jobkit.local.demo import DECLARATION, DEMO_TYPES, run_demo
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_story_balances_and_shows_each_mechanism(example_declaration: Declaration) -> None:
@@ -35,6 +37,37 @@ def test_demo_command_prints_the_summary() -> None:
     assert result.exit_code == 0, result.output
     assert "htmlCacheUpdate" in result.output and "p95 pickup" in result.output
     assert "balances" in result.output
+    assert "ran on the demo's own declaration, shipped with jobkit" in result.output
+    assert "emailDigest" not in result.output  # only the types the story pushes
+
+
+def test_the_readmes_figures_are_the_ones_the_demo_gives() -> None:
+    # Given the README's table of `make demo`
+    readme = (ROOT / "README.md").read_text()
+    rows = {}
+    for line in readme.splitlines():
+        cells = [cell.strip() for cell in line.strip("│").split("│")] if line.startswith("│ ") else []
+        if cells and cells[0] in DEMO_TYPES and cells[0] not in rows:
+            rows[cells[0]] = cells[1:]
+    assert set(rows) == set(DEMO_TYPES)
+    # When the demo runs with its defaults (on its own declaration, with its modelled batch times)
+    report = run_demo(load_declaration(DECLARATION))
+    # Then every figure is the README's, pickup delays included
+    for summary in report.summaries:
+        tallies = ["run", "superseded", "duplicate", "dead-lettered"]
+        shown = [f"{summary.pushed:,}", *(f"{summary.tally[t]:,}" for t in tallies)]
+        shown += [f"{v:,.0f} ms" if v is not None else "-" for v in (summary.pickup_p50_ms, summary.pickup_p95_ms)]
+        assert shown == rows[summary.job_type], summary.job_type
+    assert [s.job_type for s in report.summaries] == list(DEMO_TYPES)
+
+
+def test_the_demo_in_an_app_without_its_types_says_what_is_missing(tmp_path: Path) -> None:
+    app = tmp_path / "jobs.toml"
+    app.write_text('[types.welcomeEmail]\nclass = "jobs.welcome:WelcomeEmailJob"\n')
+    result = CliRunner().invoke(main, ["demo", "--config", str(app)])
+    assert result.exit_code == 1
+    assert "not declared: htmlCacheUpdate, refreshLinks, enotifNotify" in result.output
+    assert "leave out --config" in result.output and "Traceback" not in result.output
 
 
 def test_demo_command_reports_a_bad_declaration(tmp_path: Path) -> None:

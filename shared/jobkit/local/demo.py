@@ -40,9 +40,9 @@ DOMAIN = "enwiki"
 TEMPLATE = "Template:Infobox settlement"
 #: Three saves in quick succession (virtual seconds): each comes while the runners are still at
 #: the last one's jobs, so copies of a page collapse and the older edits' leaves are superseded.
-EDIT_GAP_S = 1.0
+EDIT_GAP_S = 12.0
 #: A job's work, in virtual seconds, by queue: a purge is quick, a parse slow, an email quicker.
-JOB_S = {"htmlCacheUpdate": 0.5, "refreshLinks": 0.1, "enotifNotify": 0.01}
+JOB_S = {"htmlCacheUpdate": 2.0, "refreshLinks": 3.0, "enotifNotify": 0.05}
 
 
 def batch_s(queue: str, records: int) -> float:

@@ -35,7 +35,7 @@ class Fleet:
         batch_s: Callable[[str, int], float] | None = None,
     ) -> None:
         self._clock = clock
-        self._batch_s = batch_s
+        self.batch_s = batch_s  # a model of a batch's time (queue, records -> seconds); None: its real time
         self._mappings = mappings
         self._busy_until = {queue: [0.0] * concurrency[queue] for queue in mappings}
         self._receivable = receivable
@@ -67,7 +67,7 @@ class Fleet:
                     continue
                 began = time.perf_counter()
                 count = mapping.poll()
-                took = time.perf_counter() - began if self._batch_s is None else self._batch_s(queue, count)
+                took = time.perf_counter() - began if self.batch_s is None else self.batch_s(queue, count)
                 containers[slot] = now + took
                 delivered += count
         return delivered

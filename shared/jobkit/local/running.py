@@ -28,6 +28,7 @@ class Running:
     mappings: dict[str, EventSourceMapping]
     scheduler: LocalScheduler | None
     metrics_publisher: MetricsPublisher | None
+    _fleet_made: Fleet | None = None  # made by the first parallel drain
 
     def poll_once(self) -> int:
         """One round of polling; returns the number of records delivered.
@@ -79,7 +80,10 @@ class Running:
                 seconds, with jobs still queued.
         """
         if parallel:
-            return self._fleet(batch_s).run(until, on_poll)
+            delivered = self._fleet(batch_s).run(until, on_poll)
+            if until is not None and isinstance(self.clock, VirtualClock):
+                self.clock.advance_to(until)  # as a sequential drain: the clock is at `until` after it
+            return delivered
         delivered = 0
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for _ in range(max_polls):
@@ -107,16 +111,24 @@ class Running:
         return delivered
 
     def _fleet(self, batch_s: Callable[[str, int], float] | None = None) -> Fleet:
+        """The stack's fleet, one for its life: a container still busy with a
+        batch when one parallel drain ends is still busy when the next begins."""
         clock = self.clock
         if not isinstance(clock, VirtualClock) or clock.flowing:
             raise ValueError("a parallel drain needs a frozen VirtualClock")
+        fleet = self._fleet_made
+        if fleet is None:
+            fleet = self._fleet_made = self._new_fleet(clock)
+        fleet.batch_s = batch_s
+        return fleet
+
+    def _new_fleet(self, clock: VirtualClock) -> Fleet:
         return Fleet(
             clock,
             self.mappings,
             {queue: config.max_concurrency for queue, config in self.declaration.queues.items()},
             lambda queue: self._receivable(self.declaration.queue_name(queue)),
             self.next_wakeup,
-            batch_s,
         )
 
     def _wait_until(self, when: float) -> None:
