@@ -224,3 +224,18 @@ def test_a_firing_the_scheduler_sends_twice_runs_once_in_the_example(example_dec
             r.outcome for r in stack.results.results if r.job_type == "emailDigest" and r.outcome.is_final
         )
     assert outcomes == sorted([Outcome.SUCCEEDED, Outcome.DUPLICATE])
+
+
+def test_jobkit_schedules_without_any_says_where_they_would_be_declared() -> None:
+    import click
+    from click.testing import CliRunner
+
+    from jobkit.cli.ops import register_ops_commands
+    from jobkit.ops.config import CliConfig
+
+    group = click.Group("jobkit")
+    register_ops_commands(group)
+    config = CliConfig(config_path=ROOT / "tests" / "fixtures" / "jobs.toml")
+    result = CliRunner().invoke(group, ["schedules"], obj=config)
+    assert result.exit_code == 0, result.output
+    assert "no schedules declared ([schedules.NAME] in jobs.toml)" in result.output

@@ -121,6 +121,12 @@ CORPUS: dict[str, tuple[str, str, str]] = {
         "looks like milliseconds",
     ),
     "enqueuedAt in milliseconds": (text(enqueuedAt=START * 1000), "SpecError", "enqueuedAt is"),
+    "root timestamp as MediaWiki writes it": (
+        text(params={"rootJobSignature": SIG, "rootJobTimestamp": 20270115080000}),
+        "SpecError",
+        "looks like a MediaWiki timestamp, YYYYMMDDHHMMSS, for 2027-01-15T08:00:00Z: the wire format counts"
+        " epoch seconds, 1800000000",
+    ),
     "releaseAt in milliseconds": (text(releaseAt=START * 1000), "SpecError", "releaseAt is"),
     "type given twice": (
         text().replace('"type": "noop"', '"type": "noop", "type": "alwaysFails"'),

@@ -22,6 +22,7 @@ def schedules(config: CliConfig, output: Output, count: int) -> None:
     from zoneinfo import ZoneInfo
 
     from rich.table import Table
+    from rich.text import Text
 
     from jobkit.core.cron import CronNotSupported, iso_utc, next_firing
 
@@ -66,6 +67,7 @@ def schedules(config: CliConfig, output: Output, count: int) -> None:
         return table
 
     if not rows:
-        output.show({"schedules": []}, lambda: "no schedules declared ([schedules.NAME] in jobs.toml)")
+        # as text, not markup: rich would take [schedules.NAME] for a style and drop it
+        output.show({"schedules": []}, lambda: Text("no schedules declared ([schedules.NAME] in jobs.toml)"))
         return
     output.show({"schedules": rows}, view)

@@ -15,7 +15,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobkit.core.errors import SpecError
@@ -367,9 +367,26 @@ def _ahead(value: float, now: float) -> str:
 
 
 def _milliseconds_hint(value: float) -> str:
+    mediawiki = _mediawiki_timestamp(value)
+    if mediawiki is not None:
+        when = mediawiki.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return (
+            f" (it looks like a MediaWiki timestamp, YYYYMMDDHHMMSS, for {when}: the wire format"
+            f" counts epoch seconds, {mediawiki.timestamp():.0f}; in PHP, wfTimestamp( TS_UNIX, $ts ))"
+        )
     if value >= _MILLISECONDS_FROM:
         return " (it looks like milliseconds: the wire format counts epoch seconds)"
     return ": is the sending host's clock right?"
+
+
+def _mediawiki_timestamp(value: float) -> datetime | None:
+    """``value`` read as MediaWiki's TS_MW (``20261127024500``, UTC), if it is one."""
+    if not float(value).is_integer() or not 1e13 <= value < 1e14:
+        return None
+    try:
+        return datetime.strptime(f"{int(value)}", "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def _epoch(value: float | datetime) -> float:

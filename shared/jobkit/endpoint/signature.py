@@ -53,7 +53,9 @@ def verify(key: bytes, body: bytes, header: str | None, now: float) -> None:
         raise SignatureRefused("no X-Jobkit-Signature header: sign the body (see docs/push-endpoint.md)")
     match = _FORMAT.fullmatch(header.strip())
     if match is None:
-        raise SignatureRefused("X-Jobkit-Signature must be t=<epoch seconds>,v1=<64 hex digits>")
+        raise SignatureRefused(
+            "X-Jobkit-Signature must be t=<epoch seconds>,v1=<64 lower-case hex digits>, no space after the comma"
+        )
     timestamp = int(match.group(1))
     if abs(now - timestamp) > MAX_AGE_S:
         raise SignatureRefused(f"the signature's time is more than {MAX_AGE_S} s from the endpoint's clock")
