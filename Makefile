@@ -32,7 +32,7 @@ test: $(VENV)/.dev
 
 # Reproducible measurements: results to benchmarks/results/, the table into the README.
 bench: $(VENV)/.dev
-	$(BIN)/python benchmarks/run.py --readme README.md
+	$(BIN)/python benchmarks/run.py --readme README.md --docs
 
 # 50,000 jobs through the local stack with 5% injected faults; fails unless they balance.
 soak: $(VENV)/.dev

@@ -32,6 +32,7 @@ import bench_runner
 import bench_verify
 import budgets
 import cost_model
+import figures
 import local_stack_depth
 import soak
 from _common import ROOT
@@ -44,6 +45,9 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="tiny sizes: check that everything runs")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latest.json")
     parser.add_argument("--readme", type=Path, default=None, help="update the table between the bench markers")
+    parser.add_argument(
+        "--docs", action="store_true", help="update the figures the README and docs quote (benchmarks/figures.py)"
+    )
     args = parser.parse_args()
     began = time.perf_counter()
     logging.disable(logging.WARNING)
@@ -67,7 +71,7 @@ def main() -> None:
     logging.disable(logging.CRITICAL)  # a 5% fault rate logs a warning every few jobs
     soaked = soak.run(500 if args.small else 50_000, 0.05)
     logging.disable(logging.WARNING)
-    results["soak"] = {"jobs": soaked.jobs, "wall_s": round(soaked.seconds, 1), "balanced": soaked.balanced}
+    results["soak"] = soak_figures(soaked)
     results["budgets"] = budgets.evaluate(results)
     results["wall_s"] = round(time.perf_counter() - began, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -79,6 +83,8 @@ def main() -> None:
         head, _, rest = text.partition(START)
         _, _, tail = rest.partition(END)
         args.readme.write_text(f"{head}{START}\n{table}\n{END}{tail}")
+    if args.docs:
+        figures.rewrite(ROOT, results)
     failed = budgets.missed(results["budgets"])
     for entry in failed:
         print(f"budget missed: {entry['name']}: {entry['value']:.4g} {entry['unit']} (limit {entry['limit']:g})")
@@ -86,6 +92,30 @@ def main() -> None:
         print("the soak did not balance: a job was lost or unexplained (python benchmarks/soak.py shows which)")
     if (failed and not args.small) or not soaked.balanced:
         sys.exit(1)
+
+
+def soak_figures(soaked: soak.SoakResult) -> dict[str, Any]:
+    """What latest.json keeps of the soak: what the README and docs/reliability.md quote."""
+    kept = (
+        "jobs",
+        "fault_rate",
+        "pushed",
+        "succeeded",
+        "duplicate",
+        "superseded",
+        "dead_lettered",
+        "lost",
+        "dead_letter_copies",
+        "dead_letters_redriven",
+        "dead_and_done",
+        "queues_empty",
+        "faults_injected",
+    )
+    return {
+        **{name: getattr(soaked, name) for name in kept},
+        "wall_s": round(soaked.seconds, 1),
+        "balanced": soaked.balanced,
+    }
 
 
 def render(r: dict[str, Any]) -> str:
