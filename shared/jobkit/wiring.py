@@ -52,6 +52,8 @@ class AwsClients:
         endpoint_url: another endpoint than AWS's (the local stack).
         credentials: explicit credentials (``aws_access_key_id`` and so on).
         clients: clients built elsewhere, by service name (tests that count requests).
+        own_endpoints: ignore the endpoints the environment configures
+            (``$AWS_ENDPOINT_URL``...): the local stack's clients talk to it alone.
     """
 
     #: Few, quick DynamoDB retries: the records store fails open, so waiting long
@@ -74,9 +76,11 @@ class AwsClients:
         endpoint_url: str | None = None,
         credentials: Mapping[str, str] | None = None,
         clients: Mapping[str, Any] | None = None,
+        own_endpoints: bool = False,
     ) -> None:
         self.region = region
         self.endpoint_url = endpoint_url
+        self._own_endpoints = own_endpoints
         self._credentials = dict(credentials or {})
         self._clients: dict[str, Any] = dict(clients or {})
         self._botocore_session: Any = None
@@ -97,10 +101,16 @@ class AwsClients:
                     service,
                     region_name=self.region_name(),
                     endpoint_url=self.endpoint_url,
-                    config=Config(**self._CONFIGS.get(service, self._DEFAULT_CONFIG)),
+                    config=Config(**self._config(service)),
                     **self._credentials,
                 )
             return self._clients[service]
+
+    def _config(self, service: str) -> dict[str, Any]:
+        options = dict(self._CONFIGS.get(service, self._DEFAULT_CONFIG))
+        if self._own_endpoints:  # the local stack's clients go where it says, never to an $AWS_ENDPOINT_URL
+            options["ignore_configured_endpoint_urls"] = True
+        return options
 
     def region_name(self) -> str:
         """The Region: the one given, else ``AWS_REGION``, else

@@ -76,3 +76,11 @@ def test_demo_command_reports_a_bad_declaration(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["demo", "--config", str(bad)])
     assert result.exit_code == 1
     assert "types.x.class" in result.output
+
+
+def test_demo_options_out_of_range_are_usage_errors() -> None:
+    for args in (["--pages", "-1"], ["--scenario", "flow-control", "--quiet", "0"]):
+        result = CliRunner().invoke(main, ["demo", *args])
+        assert result.exit_code == 2 and "is not in the range" in result.output, args
+    crossed = CliRunner().invoke(main, ["demo", "--scenario", "flow-control", "--config", "jobs.toml"])
+    assert crossed.exit_code == 2 and "--config applies to the rfc scenario" in crossed.output

@@ -78,3 +78,18 @@ def test_a_setting_changed_in_the_template_builder_changes_the_local_queues(
     name = test_declaration.queue_name(next(iter(test_declaration.queues)))
     got = sqs.get_queue_attributes(QueueUrl=urls[name], AttributeNames=["MessageRetentionPeriod"])["Attributes"]
     assert got["MessageRetentionPeriod"] == "86400"
+
+
+def test_an_exported_endpoint_does_not_lead_the_in_process_stack_astray(
+    test_declaration: Declaration, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `jobkit local up` tells a developer to export AWS_ENDPOINT_URL; a test's own stack must not follow it
+    from jobkit import JobSpecification
+    from jobkit.core.outcome import Outcome
+    from jobkit.local import LocalStack
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
+    with LocalStack(test_declaration) as stack:
+        stack.queue_group().push(JobSpecification("noop"))
+        stack.drain()
+        assert [r.outcome for r in stack.results.results] == [Outcome.SUCCEEDED]

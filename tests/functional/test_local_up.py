@@ -344,3 +344,79 @@ def test_a_hostile_endpoint_is_not_taken_for_the_local_stack(answer: str) -> Non
         assert time.monotonic() - started < 1.5
     finally:
         server.shutdown()
+
+
+SLEEPY = """
+[jobkit]
+prefix = "sleepy"
+code_dir = "."
+
+[types.sleepy]
+class = "sleepy_jobs:SleepyJob"
+timeout_s = 10
+
+[push_endpoint]
+types = ["sleepy"]
+auth = "hmac"
+hmac_secret = "sleepy/push"
+"""
+
+SLEEPY_JOBS = """
+import time
+
+from jobkit import Job
+
+
+class SleepyJob(Job):
+    def run(self) -> bool:
+        time.sleep(self.params["s"])
+        return True
+"""
+
+
+def test_an_advance_waits_for_the_running_job_and_signatures_keep_the_wall_clock(tmp_path: Path) -> None:
+    import urllib.request
+
+    from jobkit import JobSpecification
+    from jobkit.declaration.config import load_declaration
+    from jobkit.endpoint.signature import HEADER, sign
+    from jobkit.local.push_route import LOCAL_HMAC_KEY
+    from jobkit.wiring import AwsClients, Wiring
+
+    (tmp_path / "sleepy_jobs.py").write_text(SLEEPY_JOBS)
+    config = tmp_path / "jobs.toml"
+    config.write_text(SLEEPY)
+    with local_up_process("--config", str(config)) as (process, lines):
+        endpoint = printed(lines, "AWS_ENDPOINT_URL")
+        push_url = printed(lines, "JOBKIT_PUSH_URL")
+        credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        clients = AwsClients(region="us-east-1", endpoint_url=endpoint, credentials=credentials)
+        group = Wiring(load_declaration(config), clients=clients).group()
+        # Given a job that takes 3 s, running
+        slow = JobSpecification("sleepy", {"s": 3})
+        group.push(slow)
+        time.sleep(1.0)
+        # When the clock is moved an hour on while it runs
+        moved = subprocess.run(
+            [sys.executable, "-m", "jobkit.cli", "local", "advance", "1h", "--endpoint-url", endpoint],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert moved.returncode == 0, moved.stderr
+        # Then the job ran once, in its own time: the advance waited for it
+        line = lines.wait_for(slow.id)
+        assert "succeeded" in line and "(attempt 1" in line
+        assert int(line.rsplit(" in ", 1)[1].split()[0]) < 10_000  # ms: not the hour
+        # And a producer's HMAC signature, made with its own (wall) clock, is still taken
+        body = json.dumps({"jobs": [{"type": "sleepy", "params": {"s": 0}}]}).encode()
+        request = urllib.request.Request(push_url, data=body, method="POST")
+        request.add_header("content-type", "application/json")
+        request.add_header(HEADER, sign(LOCAL_HMAC_KEY, body, time.time()))
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 200
+        time.sleep(2)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        text = "".join(lines.rest())
+    assert text.count(slow.id) == 1, text  # never a second attempt

@@ -41,11 +41,37 @@ def main() -> None:
     " refreshLinks and enotifNotify.",
 )
 @click.option("--seed", default=7, show_default=True, help="Seed for retry jitter.")
-@click.option("--backlinks", default=100_000, show_default=True, help="Pages that embed the edited template.")
-@click.option("--pages", default=150, show_default=True, help="Pages queued for refreshLinks by each edit.")
-@click.option("--watchers", default=40, show_default=True, help="Emails sent for each edit.")
-@click.option("--noisy", default=10_000, show_default=True, help="flow-control: jobs of the noisy domain.")
-@click.option("--quiet", default=100, show_default=True, help="flow-control: jobs of the quiet domain.")
+@click.option(
+    "--backlinks",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Pages that embed the edited template.",
+)
+@click.option(
+    "--pages",
+    default=150,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Pages queued for refreshLinks by each edit.",
+)
+@click.option(
+    "--watchers", default=40, show_default=True, type=click.IntRange(min=0), help="Emails sent for each edit."
+)
+@click.option(
+    "--noisy",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="flow-control: jobs of the noisy domain.",
+)
+@click.option(
+    "--quiet",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="flow-control: jobs of the quiet domain.",
+)
 def demo(
     config_path: Path | None,
     scenario: str,
@@ -76,6 +102,8 @@ def demo(
 
         try:
             if scenario == "flow-control":
+                if config_path is not None:
+                    raise click.UsageError("--config applies to the rfc scenario: flow-control runs on its own")
                 flow = run_flow_demo(noisy=noisy, quiet=quiet, seed=seed, on_progress=progress)
             else:
                 from jobkit.local.demo import DECLARATION

@@ -41,6 +41,8 @@ TEMPLATE = "Template:Infobox settlement"
 #: Three saves in quick succession (virtual seconds): each comes while the runners are still at
 #: the last one's jobs, so copies of a page collapse and the older edits' leaves are superseded.
 EDIT_GAP_S = 12.0
+#: The dead letters the report names one by one (another declaration's may have many).
+SHOWN_DEAD_LETTERS = 5
 #: A job's work, in virtual seconds, by queue: a purge is quick, a parse slow, an email quicker.
 JOB_S = {"htmlCacheUpdate": 2.0, "refreshLinks": 3.0, "enotifNotify": 0.05}
 
@@ -154,27 +156,23 @@ def run_demo(
             # Keep the runners busy until the next edit comes in.
             stack.drain(until=first_edit + edit * EDIT_GAP_S, on_poll=on_progress, parallel=True, batch_s=batch_s)
             group.push(edit_jobs(edit, clock.now(), backlinks=backlinks, pages=pages, watchers=watchers))
-        group.push(
-            [
-                JobSpecification("refreshLinks", {"title": "Module:Broken", "causeAction": "edit"}),
-                JobSpecification(
-                    "enotifNotify",
-                    {"recipient": "digest@example.org", "page": "Weekly digest", "editor": "jobkit"},
-                    delay=3600,
-                ),
-            ]
+        digest = JobSpecification(
+            "enotifNotify",
+            {"recipient": "digest@example.org", "page": "Weekly digest", "editor": "jobkit"},
+            delay=3600,
         )
+        group.push([JobSpecification("refreshLinks", {"title": "Module:Broken", "causeAction": "edit"}), digest])
         stack.drain(on_poll=on_progress, parallel=True, batch_s=batch_s)
         reasons = [_reason(m) for queue in declaration.queues for m in stack.dead_letters(queue)]
         summaries = summarize(stack.results.results, pushed.by_type, DEMO_TYPES)
-        delayed = _delayed(stack.results.results)
+        delayed = _delayed(stack.results.results, digest.id)
     return DemoReport(summaries, reasons, delayed, time.perf_counter() - started, declaration.source)
 
 
-def _delayed(results: Sequence[RecordResult]) -> list[str]:
-    """How the delayed jobs went: hops until the release, then the run."""
+def _delayed(results: Sequence[RecordResult], job_id: str) -> list[str]:
+    """How the job delayed an hour went: hops until the release, then the run."""
     lines = []
-    hops = Counter(r.job_id for r in results if r.outcome is Outcome.DELAYED)
+    hops = Counter(r.job_id for r in results if r.outcome is Outcome.DELAYED and r.job_id == job_id)
     for job_id, count in hops.items():
         runs = [r for r in results if r.job_id == job_id and r.ran]
         if runs and runs[0].started_at is not None and runs[0].pickup_delay_ms is not None:
@@ -249,8 +247,10 @@ def print_report(report: DemoReport) -> None:
         table.add_row(s.job_type, f"{s.pushed:,}", *counts, _ms(s.pickup_p50_ms), _ms(s.pickup_p95_ms))
     console = Console(width=max(110, Console().width))
     console.print(table)
-    for reason in report.dead_letter_reasons:
+    for reason in report.dead_letter_reasons[:SHOWN_DEAD_LETTERS]:
         console.print(f"dead letter: {reason}")
+    if len(report.dead_letter_reasons) > SHOWN_DEAD_LETTERS:
+        console.print(f"... and {len(report.dead_letter_reasons) - SHOWN_DEAD_LETTERS:,} more dead letters")
     for line in report.delayed:
         console.print(f"delayed an hour: {line}")
     verdict = "[green]balances[/]" if report.balances else "[red]DOES NOT BALANCE[/]"

@@ -68,7 +68,7 @@ def verify_sigv4(
     except ValueError:
         raise SigV4Refused("no valid X-Amz-Date header") from None
     if abs(now - signed_at) > MAX_SKEW_S or not amz_date.startswith(day):
-        raise SigV4Refused("the signature's time is more than 15 minutes from the stack's clock")
+        raise SigV4Refused("the signature's time is more than 15 minutes from the wall clock")
     names = signed.split(";")
     if "host" not in names or any(name not in headers for name in names):
         raise SigV4Refused("the signed headers must include host, and every one must be sent")

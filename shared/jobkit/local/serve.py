@@ -41,7 +41,8 @@ class OutcomePrinter:
 
     def record(self, result: RecordResult) -> None:
         timing = f" in {result.run_time_ms:.0f} ms" if result.run_time_ms is not None else ""
-        error = f": {result.error}" if result.error else ""
+        # an error of several lines stays under its job's line
+        error = f": {result.error}".replace("\n", "\n" + " " * 14) if result.error else ""
         correlation = f", correlation {result.correlation_id}" if result.correlation_id else ""
         self._emit(
             f"{result.outcome.value:>13} {result.job_type} {result.job_id or result.message_id}"
@@ -71,12 +72,11 @@ class JobLinePrinter(logging.Handler):
         job = running_job()
         if job is None or record.levelno < running_level() or record.name.split(".")[0] in NOT_THE_JOBS:
             return
+        job_type, job_id = job
         try:
             text = self.format(record)
-        except Exception:
-            self.handleError(record)
-            return
-        job_type, job_id = job
+        except Exception as exc:  # the job's own bad log call: one line, not a traceback
+            text = f"{record.levelname} {record.name}: (a log line that could not be formatted: {exc!r})"
         for line in text.splitlines() or [""]:
             self._emit(f"{'log':>13} {job_type} {job_id}: {line}")
 
@@ -131,7 +131,9 @@ def serve(
         emit("running jobs; Ctrl-C stops")
         try:
             while not stop.is_set():
-                if not stack.poll_once():
+                with stack.batch_lock:  # `jobkit local advance` moves the clock between rounds
+                    delivered = stack.poll_once()
+                if not delivered:
                     stop.wait(IDLE_POLL_S)
         except KeyboardInterrupt:
             pass

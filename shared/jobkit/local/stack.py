@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -111,6 +112,8 @@ class LocalStack(Running):
         self.clock = clock or SystemClock()
         self.region = region
         self.results = ResultLog()
+        #: Held while a round of batches runs (``jobkit local up``), so the clock moves between rounds only
+        self.batch_lock = threading.Lock()
         self.endpoint_url: str | None = None
         self.queue_urls: dict[str, str] = {}
         self._server_wanted = server
@@ -144,7 +147,9 @@ class LocalStack(Running):
     def start(self) -> LocalStack:
         try:
             self._start_aws()
-            self.clients = AwsClients(region=self.region, endpoint_url=self.endpoint_url, credentials=CREDENTIALS)
+            self.clients = AwsClients(
+                region=self.region, endpoint_url=self.endpoint_url, credentials=CREDENTIALS, own_endpoints=True
+            )
             self.sqs = self.clients.sqs
             stamp_sends(self.sqs)  # sends during an invocation carry its lineage, as in Lambda
             self.dynamodb = self.clients.dynamodb
@@ -235,7 +240,9 @@ class LocalStack(Running):
         )
         options = self.declaration.push_endpoint
         key = (lambda: LOCAL_HMAC_KEY) if options is not None and options.auth == "hmac" else None
-        return PushEndpoint(own.declaration, own.group, self.clock, key)
+        # signatures are checked against the wall clock, as SigV4's: `jobkit local advance` moves only the stack's
+        wall = SystemClock() if isinstance(self.clock, VirtualClock) and self.clock.flowing else None
+        return PushEndpoint(own.declaration, own.group, self.clock, key, wall)
 
     def _routes(self, app: Any) -> Any:
         """jobkit's own routes in front of moto: the stack's identity, and the push endpoint if declared."""
@@ -255,8 +262,9 @@ class LocalStack(Running):
     def _advance_clock(self, seconds: float) -> float:
         """Move the stack's (virtual) clock forward: delays, backoffs and schedules come due."""
         assert isinstance(self.clock, VirtualClock)
-        self.clock.advance(seconds)
-        return self.clock.now()
+        with self.batch_lock:  # never under a running job: its run time and deadline stay its own
+            self.clock.advance(seconds)
+            return self.clock.now()
 
     def _push_route(self, app: Any) -> Any:
         from jobkit.local.push_route import PushRoute

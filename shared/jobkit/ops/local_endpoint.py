@@ -63,13 +63,17 @@ class NotLocalStack(JobKitError):
     """The endpoint is not a ``jobkit local up`` whose clock can move."""
 
 
-def advance(endpoint_url: str, seconds: float, timeout_s: float = TIMEOUT_S) -> float:
+#: How long an advance may wait: the stack moves its clock once the jobs running now have finished.
+ADVANCE_TIMEOUT_S = 900.0
+
+
+def advance(endpoint_url: str, seconds: float, timeout_s: float = ADVANCE_TIMEOUT_S) -> float:
     """Move the local stack's clock ``seconds`` forward; returns its time now.
 
     Raises:
         NotLocalStack: nothing at ``endpoint_url`` answers as ``jobkit local up``.
     """
-    if identify(endpoint_url, timeout_s) is None:
+    if identify(endpoint_url) is None:
         raise NotLocalStack(f"{endpoint_url} is not a jobkit local up (is it running? --endpoint-url)")
     answer = _request(endpoint_url, ADVANCE_PATH, {"seconds": seconds}, timeout_s)
     if not isinstance(answer, dict) or not isinstance(answer.get("now"), int | float):
