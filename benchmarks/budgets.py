@@ -21,14 +21,15 @@ class Budget:
     limit: float
     figure: Callable[[dict[str, Any]], float | None]  # from the results; None: not measured in this run
 
-    def check(self, results: dict[str, Any]) -> dict[str, Any] | None:
+    def check(self, results: dict[str, Any]) -> dict[str, Any]:
+        """The budget's entry; a figure this run did not measure has the value
+        ``None`` and is not met (a ``--small`` run does not measure them all)."""
         try:
             value = self.figure(results)
-        except KeyError:
+        except (KeyError, TypeError, ZeroDivisionError):
             value = None
-        if value is None:
-            return None
-        return {"name": self.name, "value": value, "limit": self.limit, "unit": self.unit, "ok": value <= self.limit}
+        ok = value is not None and value <= self.limit
+        return {"name": self.name, "value": value, "limit": self.limit, "unit": self.unit, "ok": ok}
 
 
 def _runner(kind: str) -> Callable[[dict[str, Any]], float]:
@@ -37,6 +38,13 @@ def _runner(kind: str) -> Callable[[dict[str, Any]], float]:
 
 def _trips(kind: str) -> Callable[[dict[str, Any]], float]:
     return lambda r: r["round_trips"]["kinds"][kind]["round_trips_per_batch"]
+
+
+def _soak_over_baseline(r: dict[str, Any]) -> float | None:
+    soaked = r["soak"]
+    if soaked["jobs"] < 50_000:
+        return None
+    return round((soaked["wall_s"] * 1000 / soaked["jobs"]) / r["baseline"]["ms_per_message"], 3)
 
 
 BUDGETS = [
@@ -101,19 +109,35 @@ BUDGETS = [
         2,
         lambda r: r["local_depth"]["drain_ms_per_job_at_100k"],
     ),
+    # Not a wall time, which on a shared machine says as much about the neighbours: the
+    # soak's time per job over the machine's own time per plain SQS message, measured in the
+    # same run (benchmarks/baseline.py); 3 is 180 s for 50,000 jobs at a baseline of 1.2 ms
     Budget(
-        "make soak: 50,000 jobs at 5% faults",
-        "s",
-        180,
-        lambda r: r["soak"]["wall_s"] if r["soak"]["jobs"] >= 50_000 else None,
+        "make soak: 50,000 jobs at 5% faults, s per job over the baseline's s per SQS message",
+        "x",
+        3.0,
+        _soak_over_baseline,
+    ),
+    Budget(
+        "cold start with its DynamoDB client vs Powertools BatchProcessor + Idempotency (which makes it at import)",
+        "x",
+        1.0,
+        lambda r: r["coldstart"]["with_table_client_vs_powertools"],
+    ),
+    Budget(
+        "cold start with its DynamoDB client vs import boto3 and one client",
+        "x",
+        1.25,
+        lambda r: r["coldstart"]["with_table_client_vs_baseline"],
     ),
 ]
 
 
 def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per budget measured in this run: name, value, limit, unit, ok."""
-    return [entry for budget in BUDGETS if (entry := budget.check(results)) is not None]
+    """One entry per budget: name, value (``None`` when not measured), limit, unit, ok."""
+    return [budget.check(results) for budget in BUDGETS]
 
 
-def missed(budgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [entry for entry in budgets if not entry["ok"]]
+def missed(budgets: list[dict[str, Any]], *, complete: bool = True) -> list[dict[str, Any]]:
+    """The budgets not met; with ``complete``, a figure not measured is one of them."""
+    return [entry for entry in budgets if not entry["ok"] and (complete or entry["value"] is not None)]
