@@ -1,6 +1,8 @@
-"""Push throughput: jobkit's JobQueueGroup.push against a naive send_message loop
-and Celery's apply_async on its SQS transport (kombu), all against the same
-moto endpoint.
+"""Push throughput: jobkit's JobQueueGroup.push against a bare
+send_message_batch loop with the same bodies (the fair anchor for a batching
+pusher), a naive send_message loop and Celery's apply_async on its SQS
+transport (kombu), all against the same moto endpoint. The pushers take turns,
+a chunk each in a rotating order, so the machine's drift hits all alike.
 
 Per job: SQS requests (counted on every botocore client in the process), client
 CPU time (moto runs in its own process, so this is the pusher's cost alone), and
@@ -11,9 +13,8 @@ counted), so moto's O(depth) send does not dominate.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from _common import ROOT, ApiCalls, aws_environment, moto_server
@@ -50,6 +51,21 @@ def _pushers(endpoint_host: str | None) -> dict[str, Callable[[int, int], None]]
     def jobkit_push(first: int, count: int) -> None:
         group.push([JobSpecification("refreshLinks", _params(n), domain="enwiki") for n in range(first, first + count)])
 
+    def bare_batches(first: int, count: int) -> None:
+        # what a batching pusher cannot do with less: the same bodies and type attribute, 10 to a request
+        now = time.time()
+        attributes = {TYPE_ATTRIBUTE: string_attribute("refreshLinks")}
+        bodies = [
+            JobSpecification("refreshLinks", _params(n), domain="enwiki").stamped(now).to_message()
+            for n in range(first, first + count)
+        ]
+        for start in range(0, len(bodies), 10):
+            entries = [
+                {"Id": str(i), "MessageBody": body, "MessageAttributes": attributes}
+                for i, body in enumerate(bodies[start : start + 10])
+            ]
+            sqs.send_message_batch(QueueUrl=url, Entries=entries)
+
     def naive_push(first: int, count: int) -> None:
         for n in range(first, first + count):
             body = JobSpecification("refreshLinks", _params(n), domain="enwiki").stamped(time.time()).to_message()
@@ -76,7 +92,12 @@ def _pushers(endpoint_host: str | None) -> dict[str, Callable[[int, int], None]]
         for n in range(first, first + count):
             refresh_links.apply_async(kwargs=_params(n))
 
-    return {"jobkit push()": jobkit_push, "send_message loop": naive_push, "Celery apply_async": celery_push}
+    return {
+        "jobkit push()": jobkit_push,
+        "bare send_message_batch loop": bare_batches,
+        "send_message loop": naive_push,
+        "Celery apply_async": celery_push,
+    }
 
 
 def _empty(url: str) -> None:
@@ -92,33 +113,27 @@ def _measure(jobs: int, endpoint_host: str | None) -> dict[str, dict[str, float]
 
     sqs = boto3.client("sqs")
     url = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
-    results: dict[str, dict[str, float]] = {}
-    for name, push in _pushers(endpoint_host).items():
-        calls = ApiCalls()
-        cpu = wall = 0.0
-        with calls.counting():
-            for first in range(0, jobs, CHUNK):
-                count = min(CHUNK, jobs - first)
+    pushers = _pushers(endpoint_host)
+    names = list(pushers)
+    calls = {name: ApiCalls() for name in names}
+    cpu, wall = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
+    for turn, first in enumerate(range(0, jobs, CHUNK)):
+        count = min(CHUNK, jobs - first)
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:  # a rotating order
+            with calls[name].counting():
                 cpu_before, wall_before = time.process_time(), time.perf_counter()
-                push(first, count)
-                cpu += time.process_time() - cpu_before
-                wall += time.perf_counter() - wall_before
-                with _paused(calls):
-                    _empty(url)
-        results[name] = {
-            "sqs_requests_per_job": calls.total("sqs.") / jobs,
-            "client_cpu_us_per_job": cpu / jobs * 1e6,
-            "wall_us_per_job": wall / jobs * 1e6,
+                pushers[name](first, count)
+                cpu[name] += time.process_time() - cpu_before
+                wall[name] += time.perf_counter() - wall_before
+            _empty(url)
+    return {
+        name: {
+            "sqs_requests_per_job": calls[name].total("sqs.") / jobs,
+            "client_cpu_us_per_job": cpu[name] / jobs * 1e6,
+            "wall_us_per_job": wall[name] / jobs * 1e6,
         }
-    return results
-
-
-@contextlib.contextmanager
-def _paused(calls: ApiCalls) -> Iterator[None]:
-    snapshot = calls.calls.copy()
-    yield
-    calls.calls.clear()
-    calls.calls.update(snapshot)
+        for name in names
+    }
 
 
 def run(jobs: int = 10_000, in_process_jobs: int = 2_000) -> dict[str, Any]:

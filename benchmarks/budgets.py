@@ -54,6 +54,17 @@ BUDGETS = [
         0.1,
         lambda r: r["push"]["results"]["jobkit push()"]["sqs_requests_per_job"],
     ),
+    # the fair anchor for a batching pusher: the same bodies, 10 to a request, and nothing else
+    Budget(
+        "push client CPU per job vs a bare send_message_batch loop with the same bodies",
+        "x",
+        1.1,
+        lambda r: round(
+            r["push"]["results"]["jobkit push()"]["client_cpu_us_per_job"]
+            / r["push"]["results"]["bare send_message_batch loop"]["client_cpu_us_per_job"],
+            3,
+        ),
+    ),
     Budget("DynamoDB requests per plain job", "requests", 0, _runner("plain")),
     Budget("DynamoDB requests per remove_duplicates job that runs", "requests", 2, _runner("remove_duplicates, runs")),
     Budget("DynamoDB requests per remove_duplicates duplicate", "requests", 1, _runner("remove_duplicates, duplicate")),

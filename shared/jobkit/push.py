@@ -19,7 +19,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from jobkit.core.clock import Clock, SystemClock
@@ -41,6 +42,7 @@ from jobkit.sqs import (
     SendResult,
     SqsPushTransport,
     delay_seconds,
+    message_size,
     send_with_retries,
     string_attribute,
     xray_system_attribute,
@@ -329,21 +331,20 @@ class JobQueueGroup:
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
         # The tenant of an SQS fair queue: the type's fairness key (the domain by default).
         group_id = message_group_id(job_type.fairness, spec)
-        message = Outgoing(
-            spec, queue_url, spec.to_message(), attributes, delay_seconds(release_in), group_id, origin.system
-        )
-        if message.size > MAX_JOB_BYTES:
+        body = spec.to_message()
+        size = message_size(body, attributes)
+        if size > MAX_JOB_BYTES:
             raise SpecError(
-                f"{spec.type} {spec.id}: message is {message.size} bytes, over the {MAX_JOB_BYTES} a job may have"
+                f"{spec.type} {spec.id}: message is {size} bytes, over the {MAX_JOB_BYTES} a job may have"
                 f" (the SQS limit less {RUNNER_RESERVED_BYTES} bytes the runner needs to re-enqueue it);"
                 " pass a reference (an S3 key, a page ID) instead of the data"
             )
         # Where it came from, while it fits: a job within bytes of the limit goes without.
-        traced = replace(message, attributes={**attributes, **origin.attributes})
-        if traced.size <= MAX_JOB_BYTES:
-            return traced
-        log.debug("%s %s: sent without its correlation ID and trace context: no room", spec.type, spec.id)
-        return message
+        if size + origin.size <= MAX_JOB_BYTES:
+            attributes, size = {**attributes, **origin.attributes}, size + origin.size
+        else:
+            log.debug("%s %s: sent without its correlation ID and trace context: no room", spec.type, spec.id)
+        return Outgoing(spec, queue_url, body, attributes, delay_seconds(release_in), group_id, origin.system, size)
 
     def _declared_type(self, name: str) -> JobType:
         """The declared type of a job to send. A group a job pushes through knows
@@ -375,6 +376,11 @@ class _Origin:
 
     attributes: dict[str, Any]
     system: dict[str, Any]
+
+    @cached_property
+    def size(self) -> int:
+        """The bytes its attributes add to each message (the same for every job of a push)."""
+        return message_size("", self.attributes)
 
     @staticmethod
     def current() -> _Origin:

@@ -65,10 +65,11 @@ class Outgoing(Generic[T]):
     delay_s: int | None = None
     group_id: str | None = None
     system_attributes: dict[str, Any] = field(default_factory=dict)
-    size: int = field(init=False, repr=False, compare=False)
+    size: int = field(default=-1, repr=False, compare=False)  # bytes SQS counts; computed unless given
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "size", message_size(self.body, self.attributes))
+        if self.size < 0:
+            object.__setattr__(self, "size", message_size(self.body, self.attributes))
 
     def entry(self, entry_id: str) -> SendMessageBatchRequestEntryTypeDef:
         """The message as a SendMessageBatch entry."""
