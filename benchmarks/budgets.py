@@ -66,6 +66,13 @@ BUDGETS = [
         ),
     ),
     Budget("DynamoDB requests per plain job", "requests", 0, _runner("plain")),
+    # with its log line and metrics on, as deployed: what a no-op figure with logging off leaves out
+    Budget(
+        "runner CPU per plain job, logging and metrics on, vs a Powertools BatchProcessor doing the same work",
+        "x",
+        1.0,
+        lambda r: r["runner_logged"]["ratio"],
+    ),
     Budget("DynamoDB requests per remove_duplicates job that runs", "requests", 2, _runner("remove_duplicates, runs")),
     Budget("DynamoDB requests per remove_duplicates duplicate", "requests", 1, _runner("remove_duplicates, duplicate")),
     Budget("DynamoDB requests per leaf job", "requests", 0.1, _runner("leaf")),

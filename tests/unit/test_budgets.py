@@ -30,6 +30,7 @@ def results(**overrides: Any) -> dict[str, Any]:
                 "leaf": {"dynamodb_requests_per_job": 0.0005},
             }
         },
+        "runner_logged": {"ratio": 0.9},
         "round_trips": {
             "kinds": {
                 "remove_duplicates, runs": {"round_trips_per_batch": 2},

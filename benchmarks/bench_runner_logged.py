@@ -1,0 +1,122 @@
+"""Runner CPU per plain job with the work a deployed runner really does: its
+INFO line (Powertools' JSON logger) and its EMF metrics, flushed per batch;
+against a Powertools BatchProcessor doing the same work: dispatch, one Logger
+line and one metric per record, flushed per batch.
+
+Each side runs in a fresh interpreter with stdout thrown away (where Lambda's
+log lines and EMF documents go), built as a Lambda container builds it
+(``jobkit.handler``, from the function's environment). A plain job that
+succeeds needs no AWS request, so no AWS is needed. The two alternate, a round
+each, after a warm-up round, and the ratio is the median of the rounds' own
+ratios (paired), since this machine's speed drifts.
+
+    python benchmarks/bench_runner_logged.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from typing import Any
+
+from _common import ROOT
+
+JOBKIT = """
+import sys, time, jobkit.handler
+from jobkit import JobSpecification
+from jobkit.testing import FakeLambdaContext, sqs_event
+jobs, batch = int(sys.argv[1]), 10
+events = [sqs_event([JobSpecification("plain", {"n": n}) for n in range(i, i + batch)])
+          for i in range(0, jobs, batch)]
+handler = jobkit.handler.handler
+handler(events[0], FakeLambdaContext(timeout_s=60))  # the container's first batch builds the runner
+cpu = time.process_time()
+for event in events:
+    assert not handler(event, FakeLambdaContext(timeout_s=60))["batchItemFailures"]
+sys.stderr.write(str((time.process_time() - cpu) / jobs * 1e6))
+"""
+
+POWERTOOLS = """
+import json, sys, time
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from jobkit import JobSpecification
+from jobkit.testing import FakeLambdaContext, sqs_event
+logger, metrics = Logger(service="jobs"), Metrics(namespace="jobs")
+processor = BatchProcessor(event_type=EventType.SQS)
+def record_handler(record):
+    job = json.loads(record.body)
+    logger.info("succeeded", extra={"job_id": job["id"], "job_type": job["type"]})
+    metrics.add_metric(name="Succeeded", unit=MetricUnit.Count, value=1)
+def handler(event, context):
+    response = process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )
+    metrics.flush_metrics()
+    return response
+jobs, batch = int(sys.argv[1]), 10
+events = [sqs_event([JobSpecification("plain", {"n": n}) for n in range(i, i + batch)])
+          for i in range(0, jobs, batch)]
+handler(events[0], FakeLambdaContext(timeout_s=60))
+cpu = time.process_time()
+for event in events:
+    assert not handler(event, FakeLambdaContext(timeout_s=60))["batchItemFailures"]
+sys.stderr.write(str((time.process_time() - cpu) / jobs * 1e6))
+"""
+
+
+def _environment() -> dict[str, str]:
+    # a plain type: a job that succeeds makes no AWS request (no claim, no SQS call)
+    declaration = {"jobkit": {"prefix": "bench"}, "types": {"plain": {"class": "bench_jobs:NoopJob"}}}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT / "benchmarks")]),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "POWERTOOLS_SERVICE_NAME": "jobs",
+        "JOBKIT_DECLARATION": json.dumps(declaration),
+        "JOBKIT_QUEUE_URLS": "{}",
+        "JOBKIT_QUEUE": "plain",
+    }
+
+
+def _cpu_us_per_job(code: str, jobs: int, env: dict[str, str]) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(jobs)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    return float(done.stderr.strip().splitlines()[-1])
+
+
+def run(jobs: int = 2_000, rounds: int = 5) -> dict[str, Any]:
+    env = _environment()
+    _cpu_us_per_job(JOBKIT, 100, env)  # a warm-up round: caches, bytecode
+    _cpu_us_per_job(POWERTOOLS, 100, env)
+    jobkit, powertools = [], []
+    for round_ in range(rounds):
+        order = [(JOBKIT, jobkit), (POWERTOOLS, powertools)]
+        for code, figures in order if round_ % 2 == 0 else order[::-1]:
+            figures.append(_cpu_us_per_job(code, jobs, env))
+    ratios = [a / b for a, b in zip(jobkit, powertools, strict=True)]
+    return {
+        "jobs": jobs,
+        "rounds": rounds,
+        "jobkit_cpu_us_per_job": round(statistics.median(jobkit), 1),
+        "powertools_cpu_us_per_job": round(statistics.median(powertools), 1),
+        "ratio": round(statistics.median(ratios), 3),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
