@@ -71,20 +71,25 @@ def test_queue_counts_match_what_was_pushed(stack: LocalStack, jobkit: Cli) -> N
     assert "test-lowTraffic" in table and "rare, rarer" in table
 
 
-def test_the_oldest_message_age_comes_from_cloudwatch(stack: LocalStack, jobkit: Cli) -> None:
-    # Given the datapoint SQS publishes every minute
+def publish_oldest_age(stack: LocalStack, queue: str, age_s: float) -> None:
+    """The datapoint SQS publishes every minute: the age of the queue's oldest message."""
     stack.client("cloudwatch").put_metric_data(
         Namespace="AWS/SQS",
         MetricData=[
             {
                 "MetricName": "ApproximateAgeOfOldestMessage",
-                "Dimensions": [{"Name": "QueueName", "Value": "test-noop"}],
+                "Dimensions": [{"Name": "QueueName", "Value": queue}],
                 "Timestamp": datetime.fromtimestamp(stack.clock.now() - 60, UTC),
-                "Value": 754.0,
+                "Value": age_s,
                 "Unit": "Seconds",
             }
         ],
     )
+
+
+def test_the_oldest_message_age_comes_from_cloudwatch(stack: LocalStack, jobkit: Cli) -> None:
+    # Given the datapoint SQS publishes every minute
+    publish_oldest_age(stack, "test-noop", 754.0)
     queues = {q["queue"]: q for q in as_json(jobkit, "queues")["queues"]}
     assert queues["noop"]["oldest_age_s"] == 754.0 and queues["flaky"]["oldest_age_s"] is None
     assert "12m34s" in jobkit("queues").stdout
@@ -199,18 +204,7 @@ def test_top_points_at_dead_letters_before_a_job_that_is_only_delayed(stack: Loc
     # as 14 minutes old (its age runs from its last hop), and nothing else
     group = stack.queue_group()
     group.push(JobSpecification("noop", delay=7200))
-    stack.client("cloudwatch").put_metric_data(
-        Namespace="AWS/SQS",
-        MetricData=[
-            {
-                "MetricName": "ApproximateAgeOfOldestMessage",
-                "Dimensions": [{"Name": "QueueName", "Value": "test-noop"}],
-                "Timestamp": datetime.fromtimestamp(stack.clock.now() - 60, UTC),
-                "Value": 840.0,
-                "Unit": "Seconds",
-            }
-        ],
-    )
+    publish_oldest_age(stack, "test-noop", 840.0)
     # Then no type is behind: a job that is not due is not late
     frame = as_json(jobkit, "top", "--once")
     noop = next(line for line in frame["types"] if line["type"] == "noop")

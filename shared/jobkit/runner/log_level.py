@@ -20,31 +20,32 @@ import logging
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 
-_running_level: ContextVar[int] = ContextVar("jobkit_running_job_log_level", default=logging.NOTSET)
-_running_job: ContextVar[tuple[str, str] | None] = ContextVar("jobkit_running_job", default=None)
+#: The running job's type's level, and its type and ID: one variable, set once per job.
+_running: ContextVar[tuple[int, tuple[str, str] | None]] = ContextVar(
+    "jobkit_running_job", default=(logging.NOTSET, None)
+)
 
 
 @contextlib.contextmanager
 def running(level: str, job: tuple[str, str] | None = None) -> Iterator[None]:
     """While a job of a type with this ``log_level`` runs in this thread or
     task; ``job`` is its type and ID, for :func:`running_job`."""
-    token, job_token = _running_level.set(threshold(level)), _running_job.set(job)
+    token = _running.set((threshold(level), job))
     try:
         yield
     finally:
-        _running_job.reset(job_token)
-        _running_level.reset(token)
+        _running.reset(token)
 
 
 def running_level() -> int:
     """The running job's type's ``log_level`` (``NOTSET`` when no job runs)."""
-    return _running_level.get()
+    return _running.get()[0]
 
 
 def running_job() -> tuple[str, str] | None:
     """The type and ID of the job running in this thread or task, if one is
     (a line logged now is the job's own, or jobkit's about it)."""
-    return _running_job.get()
+    return _running.get()[1]
 
 
 class TypeLevelFilter(logging.Filter):
@@ -62,7 +63,7 @@ class TypeLevelFilter(logging.Filter):
         job_type = getattr(record, "job_type", None)
         if job_type is not None:
             return record.levelno >= self._levels.get(job_type, logging.NOTSET)
-        return record.levelno >= _running_level.get()
+        return record.levelno >= _running.get()[0]
 
 
 def threshold(level: str) -> int:
