@@ -212,6 +212,37 @@ def test_a_window_owner_recounted_on_its_last_attempt_keeps_its_window(rel: Loca
     assert runs(leaf.id) == 1, outcomes
 
 
+def test_a_window_owner_whose_run_failed_still_runs_for_the_jobs_it_debounced_after_a_later_ready_job_opens_a_new_window(
+    rel: LocalStack,
+) -> None:
+    # Found by the reliability model. Given a plain job J for Paris, then a leaf O of
+    # root R1 for Paris: O owns the window, debounces J, and its first run fails
+    group = rel.queue_group("enwiki")
+    j = JobSpecification("debounced", {"key": "Paris", "rev": 1})
+    group.push(j)
+    rel.clock.advance(1)
+    o = JobSpecification("debounced", leaf_params("tpl", START - 20, key="Paris", rev=2, script={"fail": 1}))
+    group.push(o)
+    rel.drain(until=START + 5)
+    assert [run.outcome for run in SCRIPTED if run.job_id == o.id] == ["failed"], table(rel)
+    # When, before O is retried, a newer root R2 is recorded, and a job L for Paris
+    # arrives that O's run could not cover (SQS saw it after that run began): from a
+    # host whose clock runs 60 s slow, so pushed before O as debounce orders jobs.
+    # L opens a new window, and its registration is the window's when O comes back
+    assert group.deduplicate_root_job(JobSpecification("debounced", new_root_job_params("tpl", START - 5)))
+    late = JobSpecification("debounced", {"key": "Paris", "rev": 0}, enqueued_at=rel.clock.now() - 60)
+    group.push(late)
+    rel.drain(until=rel.clock.now() + 0.5)
+    assert results(rel, late.id), table(rel)
+    rel.clock.advance(30)  # O comes back once no runner's cache vouches for R1
+    rel.drain()
+    # Then O's retry still runs (J counts on it, and R2 does not cover J), and so does L
+    outcomes = table(rel)
+    assert final(rel, j.id).outcome is Outcome.DEBOUNCED, outcomes
+    assert runs(o.id) == 1, outcomes
+    assert runs(late.id) == 1, outcomes
+
+
 def test_a_stale_leaf_delivered_again_does_not_take_the_window(rel: LocalStack) -> None:
     # Given a newer root's leaf for Paris waiting in its window, and a stale leaf whose
     # first delivery died before it reached the window (an invocation killed early)
@@ -275,18 +306,29 @@ def test_a_retry_whose_delivery_the_table_cannot_tell_about_does_not_take_the_wi
     assert (runs("edit-1"), runs("edit-2")) == (1, 1), table(rel)
 
 
-def test_a_forged_debounce_attribute_does_not_let_a_superseded_leaf_run(rel: LocalStack) -> None:
+def test_a_forged_debounce_attribute_takes_no_window_and_gains_its_job_only_a_run(rel: LocalStack) -> None:
+    # Given a newer root recorded, and G for Paris pushed and waiting in its window
     group = rel.queue_group("enwiki")
     assert group.deduplicate_root_job(JobSpecification("debounced", new_root_job_params("tpl", START - 10)))
+    g = JobSpecification("debounced", {"key": "Paris", "rev": 1}, domain="enwiki")
+    group.push(g)
+    rel.drain(until=START + 0.5)
+    # When a sender sends a stale leaf for Paris with a debounce registration of its own making
     stale = JobSpecification("debounced", leaf_params("tpl", START - 20, key="Paris"), domain="enwiki")
     rel.sqs.send_message(
         QueueUrl=rel.queue_url("debounced"),
-        MessageBody=stale.stamped(START).to_message(),
+        MessageBody=stale.stamped(START + 1).to_message(),
         MessageAttributes={"jobkit.debounce": {"DataType": "String", "StringValue": "forged"}},
     )
     rel.drain()
-    assert final(rel, stale.id).outcome is Outcome.SUPERSEDED, table(rel)
-    assert runs(stale.id) == 0
+    # Then G still runs: the forged registration took no window and debounced nothing.
+    # The stale leaf runs once, as if it had owned a window (a registered job whose
+    # window a later-ready job reopened must run for the jobs it debounced, and
+    # nothing tells the two apart): what its sender would have had by sending it
+    # without root params, and never a job of anyone else's
+    assert runs(g.id) == 1, table(rel)
+    assert runs(stale.id) == 1, table(rel)
+    assert not [r for r in rel.results.results if r.outcome is Outcome.DEBOUNCED], table(rel)
 
 
 # -- a run covers only the jobs it could have: pushed, seen and released before it began ------------------

@@ -27,7 +27,9 @@ again. A job goes through two steps:
    comes is back by then and runs: a steady stream still runs once a window.
 
 A job that was never registered (its record expired, or a sender copied the
-runner's attribute) is never debounced by a record older than itself.
+runner's attribute) is never debounced by a record older than itself. Nor is
+a registered job whose run failed, when a job that its run could not cover
+opened a new window since: its retry still runs, for the jobs it debounced.
 """
 
 from __future__ import annotations
@@ -64,11 +66,9 @@ class Debounced:
 
 @dataclass(frozen=True)
 class Run:
-    """The job runs: it is the latest of its key (``mine``: its own registration
-    claimed the run), or no later job registered (its record expired, or a
-    sender copied the runner's attribute: ``mine`` is false)."""
-
-    mine: bool = True
+    """The job runs, and owes its run to the jobs it debounced: its own
+    registration is still the latest of its key, or no job pushed later has
+    registered since (see :meth:`DebounceWindows.claim`)."""
 
 
 def job_ref(domain: str | None, job_id: str) -> str:
@@ -157,7 +157,15 @@ class DebounceWindows:
         """Claim the run for the job that registered as ``token``: it runs if its
         registration is still the latest; otherwise the latest, pushed no
         earlier, owns the run. (``token`` is ``None`` for a copy registered by an
-        older runner, which named the job only.)"""
+        older runner, which named the job only.)
+
+        When its registration is gone and no job pushed later holds the window,
+        it runs too, and owes that run: a job whose run began before it was
+        ready (a release time, a producer's slow clock) may have opened a new
+        window over this job's after this job ran and failed, and the jobs this
+        one debounced count on its retry. The same answer serves a record that
+        expired, or a sender that copied the attribute: that costs a run that a
+        newer root would have skipped, never a job."""
         ran: Item = {"ran_at": now, "ran_ref": ref, "expires_at": int(now) + IDLE_TTL_S}
         mine = Equals("token", token) if token is not None else Equals("latest", ref)
         try:
@@ -167,7 +175,7 @@ class DebounceWindows:
             found: Item = lost.item or {}
         latest_at = found.get("latest_at")
         if not _is_number(latest_at) or latest_at < pushed_at:  # type: ignore[operator]
-            return Run(mine=False)  # no later job registered: its record expired, or it was never registered
+            return Run()  # no later job registered: a new window over its own, an expired record, a copied attribute
         return _debounced_by(found, ref)
 
 

@@ -18,7 +18,9 @@ took its window runs even if a newer root is recorded while it waits
 (:attr:`Delivery.owes_run`): the jobs it debounced are owed that run. So
 does a job that took its window on a delivery whose wait was never sent (the
 invocation died, or the send failed): delivered again after its root was
-superseded, it keeps the window it holds, and only that.
+superseded, it keeps the window it holds, and only that. A job that claimed
+the run keeps owing it on its retries, holds and recounted copies, even once a
+job its run could not cover has opened a new window over its own.
 
 When the jobs table cannot be reached, the type's ``if_unavailable`` decides:
 ``run`` (the default: the job runs, undebounced) or ``defer``.
@@ -276,9 +278,9 @@ class DebounceStage(Stage):
         if isinstance(claimed, Debounced):
             delivery.note(self, claimed)
             return self._debounced(delivery, claimed.reason)
-        # the jobs it debounced, and will while it runs, are owed its run (a copy
-        # whose registration is not the window's debounced nothing: it owes nothing)
-        delivery.owes_run, delivery.debounce_registration = claimed.mine, token
+        # the jobs it debounced, and will while it runs, are owed its run (and on its
+        # retries: a new window opened since by a job ready later takes none of it)
+        delivery.owes_run, delivery.debounce_registration = True, token
         return None
 
     @staticmethod
