@@ -96,8 +96,12 @@ class EmfMetrics:
                 for name, count in counts.items():
                     metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
             start = chunk * MAX_VALUES_PER_DOCUMENT
-            for name, values in timings.items():
-                for value in values[start : start + MAX_VALUES_PER_DOCUMENT]:
-                    metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
-            documents.append(metrics.serialize_metric_set())
+            # the timings' values as they are (numbers, rounded when recorded): one
+            # definition per metric, not one validated add per value
+            chunked = {
+                name: {"Unit": MetricUnit.Milliseconds.value, "StorageResolution": 60, "Value": part}
+                for name, values in timings.items()
+                if (part := values[start : start + MAX_VALUES_PER_DOCUMENT])
+            }
+            documents.append(metrics.serialize_metric_set(metrics={**metrics.metric_set, **chunked}))
         return documents

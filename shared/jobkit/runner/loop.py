@@ -305,13 +305,14 @@ class Runner:
     def _run(self, delivery: Delivery) -> RecordResult:
         spec, job = delivery.spec, delivery.job
         assert job is not None, "a stage builds the job before it runs"
-        run = Run(started_at=self._clock.now())
+        run, keys = Run(started_at=self._clock.now()), delivery.keys
         try:
             for hook in self._hooks.start:
                 self._call(hook, delivery, run)
             # No line when a job starts: if the invocation times out, the deadline
             # watchdog names the job it was running (one INFO line per job, not two).
-            log.debug("job params", extra={**delivery.keys, "attempt": delivery.attempt, "params": spec.params})
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("job params", extra={**keys, "attempt": delivery.attempt, "params": spec.params})
             # the job's own lines carry its correlation ID, and the jobs it pushes inherit it
             job_key = (delivery.job_type.name, spec.id)
             with running(delivery.job_type.log_level, job_key), correlation_scope(delivery.correlation_id):
@@ -323,7 +324,7 @@ class Runner:
                     try:
                         job.tear_down(run.succeeded)
                     except JOB_ERRORS:
-                        log.exception("tear_down failed; the attempt's outcome stands", extra=delivery.keys)
+                        log.exception("tear_down failed; the attempt's outcome stands", extra=keys)
         finally:
             run.done()
         run.finished_at = finished_at = self._clock.now()
@@ -342,7 +343,7 @@ class Runner:
         }
         if run.succeeded:
             run_time_ms = round((finished_at - run.started_at) * 1000, 2)
-            log.info("%s %s succeeded", spec.type, spec.id, extra={**delivery.keys, "run_time_ms": run_time_ms})
+            log.info("%s %s succeeded", spec.type, spec.id, extra={**keys, "run_time_ms": run_time_ms})
             return delivery.result(Outcome.SUCCEEDED, **fields)
         error = run.error or JobFailed(f"{type(job).__name__}.run() returned False")
         return self._failures.fail(delivery, error, job, permanent=is_permanent(job, error), fields=fields)

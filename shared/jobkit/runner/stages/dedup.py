@@ -75,6 +75,8 @@ class Dedup(Stage):
             if isinstance(candidate, Candidate):
                 claimable.append((len(answers), delivery, candidate))
             answers.append(candidate if isinstance(candidate, RecordResult) else None)
+        if not claimable:
+            return answers
         admissions = self._store.admit_batch([candidate for _, _, candidate in claimable])
         for (index, delivery, candidate), admission in zip(claimable, admissions, strict=True):
             if admission is None:
@@ -97,15 +99,20 @@ class Dedup(Stage):
         if claimed is not None:  # claimed with its batch: only its root is left, now that it is about to run
             return self._answer(delivery, self._store.confirm_root(*claimed))
         candidate = self._candidate(delivery)
-        if isinstance(candidate, RecordResult):
+        if candidate is None or isinstance(candidate, RecordResult):
             return candidate
         return self._answer(delivery, self._store.admit(candidate))
 
-    def _candidate(self, delivery: Delivery) -> Candidate | RecordResult:
+    def _candidate(self, delivery: Delivery) -> Candidate | RecordResult | None:
+        """What the store is asked about the job; None when there is nothing to
+        ask (no root params, no ``deliver_once``, duplicates not ignored): it runs,
+        and costs no claim, no record and no request."""
         job = delivery.job
         assert job is not None, "the job is built before it is de-duplicated"
         try:
             ignore_duplicates = job.ignore_duplicates()
+            if not (ignore_duplicates or delivery.job_type.deliver_once or delivery.spec.has_root_job_params()):
+                return None
             return Candidate(
                 spec=delivery.spec,
                 ignore_duplicates=ignore_duplicates,
