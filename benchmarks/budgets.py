@@ -73,6 +73,20 @@ BUDGETS = [
         1.0,
         lambda r: r["runner_logged"]["ratio"],
     ),
+    # Lambda bills duration: jobs that wait on the network, waiting together
+    Budget(
+        "a batch of 10 jobs that wait 100 ms, batch_concurrency = 10: time per batch vs Powertools' sequential"
+        " BatchProcessor (1/throughput per container)",
+        "x",
+        0.2,
+        lambda r: round(1 / r["side_by_side"]["throughput_vs_powertools"], 3),
+    ),
+    Budget(
+        "the same: billed Lambda ms per job vs Powertools' sequential BatchProcessor",
+        "x",
+        0.25,
+        lambda r: r["side_by_side"]["billed_vs_powertools"],
+    ),
     Budget("DynamoDB requests per remove_duplicates job that runs", "requests", 2, _runner("remove_duplicates, runs")),
     Budget("DynamoDB requests per remove_duplicates duplicate", "requests", 1, _runner("remove_duplicates, duplicate")),
     Budget("DynamoDB requests per leaf job", "requests", 0.1, _runner("leaf")),

@@ -31,6 +31,7 @@ import bench_push
 import bench_round_trips
 import bench_runner
 import bench_runner_logged
+import bench_side_by_side
 import bench_verify
 import budgets
 import cost_model
@@ -60,6 +61,7 @@ def main() -> None:
     results["push"] = bench_push.run(200 if args.small else 10_000, 100 if args.small else 2_000)
     results["runner"] = bench_runner.run(50 if args.small else 2_000)
     results["runner_logged"] = bench_runner_logged.run(100 if args.small else 2_000, 2 if args.small else 5)
+    results["side_by_side"] = bench_side_by_side.run(1 if args.small else 5, 1 if args.small else 3, 20 if args.small else 100)
     results["round_trips"] = bench_round_trips.run(3 if args.small else 50)
     results["fanout"] = bench_fanout.run(500 if args.small else 10_000)
     results["coldstart"] = bench_coldstart.run(2 if args.small else 21)
@@ -202,6 +204,22 @@ def render(r: dict[str, Any]) -> str:
             f"a job, a Powertools BatchProcessor with one Logger line and one metric per record "
             f"{logged['powertools_cpu_us_per_job']:,.0f} µs: {logged['ratio']:.2f}x (paired).",
         ]
+    side = r.get("side_by_side")
+    if side is not None:
+        lines += [
+            "",
+            f"**Jobs side by side** (a batch of {side['batch']} jobs that each wait {side['wait_ms']} ms on the "
+            f"network, {side['batches']} batches a side, built as Lambda builds the container; billed: each "
+            "invocation rounded up to the millisecond):",
+            "",
+            "| runner | ms / batch | jobs / s / container | billed Lambda ms / million jobs |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, f in side["results"].items():
+            lines.append(
+                f"| {name} | {f['batch_ms']:,.0f} | {f['jobs_per_s_per_container']:,.1f} | "
+                f"{f['billed_ms_per_million_jobs']:,.0f} |"
+            )
     flow = r["flow"]
     lines += [
         "",

@@ -432,6 +432,29 @@ def test_a_debounced_job_pushed_twice_under_one_id_runs_once(rel: LocalStack) ->
     assert [r.reason for r in debounced] == ["another delivery of this job ID owns the run"]
 
 
+@pytest.mark.parametrize("round_", range(5))
+def test_a_second_push_that_registers_in_the_batch_its_first_claims_in_does_not_run_it_again(
+    rel: LocalStack, round_: int
+) -> None:
+    # Found by the reliability model. Given edit-42 for Paris, registered and waiting
+    group = rel.queue_group("enwiki")
+    job = JobSpecification("debounced", {"key": "Paris"}, id="edit-42", enqueued_at=START)
+    group.push(job)
+    rel.drain(until=START + 0.5)
+    # When a second push of it (its producer retried the request: the same enqueue time)
+    # reaches the runner in the batch where the first comes back to claim its run, late
+    # enough that a window it opened would not wait
+    rel.clock.advance_to(START + 60)
+    group.push(JobSpecification("debounced", {"key": "Paris"}, id="edit-42", enqueued_at=START))
+    rel.drain()
+    # Then it ran once: the second push registered first, and was debounced by the first
+    # (claiming first, the first would have left a run of its own ID for the second to reopen)
+    assert runs(job.id) == 1, table(rel)
+    assert [r.reason for r in results(rel, job.id) if r.outcome is Outcome.DEBOUNCED] == [
+        "another delivery of this job ID owns the run"
+    ]
+
+
 # -- the hold clock measures the current hold ----------------------------------------------------------
 
 

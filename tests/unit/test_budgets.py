@@ -31,6 +31,7 @@ def results(**overrides: Any) -> dict[str, Any]:
             }
         },
         "runner_logged": {"ratio": 0.9},
+        "side_by_side": {"throughput_vs_powertools": 9.8, "billed_vs_powertools": 0.1},
         "round_trips": {
             "kinds": {
                 "remove_duplicates, runs": {"round_trips_per_batch": 2},

@@ -1,9 +1,8 @@
 """The job declaration: ``infra/jobs.toml``, loaded and validated.
 
-The declaration is the single source of truth for job types. It drives the
-push SDK's routing, the runner's class resolution (job classes are resolved
-only from here, never from message content), the local stack and
-template.yaml.
+The declaration is the single source of truth for job types. It drives the push
+SDK's routing, the runner's class resolution (job classes are resolved only from
+here, never from message content), the local stack and template.yaml.
 
 Every problem is reported as a :class:`~jobkit.core.errors.ConfigError` that names
 the file and the key, e.g. ``infra/jobs.toml: types.refreshLinks.max_attempts:
@@ -60,6 +59,7 @@ class JobType:
     batch_size: int = 10
     batch_window_s: int = 0
     max_concurrency: int = 8
+    batch_concurrency: int = 1  # a batch's jobs that run at once (jobkit.runner.side_by_side)
     backoff: Backoff = field(default_factory=Backoff)
     remove_duplicates: bool = False
     remove_duplicates_ignore_params: tuple[str, ...] = ()

@@ -129,6 +129,14 @@ CORE_OPTIONS = (
         "the event source mapping's MaximumConcurrency, 2..1000",
     ),
     TypeOption(
+        "batch_concurrency",
+        1,
+        _integer(1, 100, "must be an integer from 1 to 100"),
+        "= 1",
+        "jobs of one batch run at once, on threads (for jobs that wait on the network): 1 runs them one"
+        " after another; jobs with root params run after the others, in order",
+    ),
+    TypeOption(
         "backoff",
         Backoff(),
         _backoff,

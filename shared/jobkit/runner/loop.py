@@ -44,6 +44,7 @@ from jobkit.runner.failures import Failures, is_permanent
 from jobkit.runner.log_level import running
 from jobkit.runner.registry import JobRegistry
 from jobkit.runner.requeue import Requeue
+from jobkit.runner.side_by_side import SideBySide
 from jobkit.runner.stage import JOB_ERRORS, LATER, Hooks, Run, Stage, overrides
 from jobkit.runner.stages import StageKit, standard_stages
 from jobkit.sqs.first_seen import enqueued_at, first_seen_at, pushed_at
@@ -107,6 +108,7 @@ class Runner:
         job_types = tuple(declaration.types[name] for name in self.queue.types)
         kit = StageKit(self.queue, queues, self._clock, records, dedup, journal, metrics, group_factory, job_types)
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
+        self._side_by_side = SideBySide({t.name: t.batch_concurrency for t in job_types})
         self._hooks = Hooks(self.stages)
 
     @property
@@ -131,7 +133,7 @@ class Runner:
         self._admit([entries[i] for i in order])
         # A job's own exits (sys.exit) are failed attempts; what still escapes
         # (KeyboardInterrupt, a crash) ends the invocation unreported, as death would
-        finished = {i: self._finish_safely(entries[i]) for i in order}
+        finished = self._side_by_side.finish(entries, order, self._finish_safely)
         results = [finished[i] for i in range(len(entries))]  # in the batch's own order
         for hook in self._hooks.end_batch:
             self._call(hook)

@@ -136,12 +136,33 @@ class DebounceStage(Stage):
                 now = self._clock.now()
                 ordered = sorted(fresh, key=lambda i: (_pushed_at(deliveries[i], now), i))
                 steps.append((ordered, _Step(deliveries[ordered[-1]], key, registered=False)))
-        done = self._parallel.map(self._step, [step for _, step in steps])
+        done = self._in_turn([step for _, step in steps])
         for (indexes, step), answer in zip(steps, done, strict=True):
             answers[indexes[-1]] = answer
             for index in indexes[:-1]:
                 answers[index] = self._behind(deliveries[index], step)
         return answers
+
+    def _in_turn(self, steps: Sequence[_Step]) -> list[RecordResult | None]:
+        """Each step's answer: the windows at once, but one window's steps one
+        after another, its registrations before its claims. A second push of a
+        job (or a later job) that registers while the first claims could
+        otherwise find the window just run by its own ID and take it anew, and
+        both would run; registering first, it is debounced by (or debounces)
+        the job about to claim, as one job after another would be."""
+        by_window: dict[Window, list[int]] = {}
+        for index, step in enumerate(steps):
+            spec = step.delivery.spec
+            by_window.setdefault((spec.type, spec.domain, step.key), []).append(index)
+        groups = [sorted(indexes, key=lambda i: steps[i].registered) for indexes in by_window.values()]
+        answers: list[RecordResult | None] = [None] * len(steps)
+        for group, done in zip(groups, self._parallel.map(self._steps, [[steps[i] for i in g] for g in groups]), strict=True):
+            for index, answer in zip(group, done, strict=True):
+                answers[index] = answer
+        return answers
+
+    def _steps(self, steps: Sequence[_Step]) -> list[RecordResult | None]:
+        return [self._step(step) for step in steps]
 
     def _behind(self, earlier: Delivery, step: _Step) -> RecordResult | None:
         """The answer for a job of the batch pushed before the one that registered for its window."""
