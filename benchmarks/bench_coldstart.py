@@ -5,6 +5,12 @@
   DynamoDB, Logger, Metrics: ``powertools_handler.py``), and
 - ``import boto3`` plus one client: the floor of any Python Lambda that calls AWS.
 
+Lambda runs a function's code from read-only directories, where Python can
+write no bytecode cache: the container with its DynamoDB client is also
+measured so, from a read-only copy of jobkit and Powertools (as the layer
+holds them) without bytecode, and with the unchecked hash-based bytecode that
+``sam build`` ships (:mod:`jobkit.sam.bytecode`).
+
 Each repeat runs every statement once, in a rotating order, so drift hits all
 alike; a ratio is the median of the repeats' own ratios (paired), not a ratio
 of medians. jobkit's build makes no client: SQS's comes with the first job
@@ -17,9 +23,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from _common import ROOT
@@ -34,6 +44,24 @@ STATEMENTS = {
         "from jobkit.wiring import AwsClients; AwsClients().client('dynamodb')"
     ),
 }
+#: The same container, run from a read-only layer: without bytecode, and with what sam build ships.
+LAYERS = {"read_only_no_bytecode": False, "read_only_shipped_bytecode": True}
+
+
+def _layer(root: Path, bytecode: bool) -> Path:
+    """jobkit and Powertools as the layer holds them, read-only (the rest, boto3
+    among it, is the runtime's: its bytecode is there on Lambda too)."""
+    ignored = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "shared" / "jobkit", root / "jobkit", ignore=ignored)
+    shutil.copytree(Path(sysconfig.get_paths()["purelib"]) / "aws_lambda_powertools", root / "aws_lambda_powertools", ignore=ignored)
+    if bytecode:
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(root)],
+            check=True,
+        )
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    return root
 
 
 def _time(statement: str, env: dict[str, str]) -> float:
@@ -67,12 +95,22 @@ def run(repeats: int = 15) -> dict[str, Any]:
         "JOBKIT_QUEUE_URLS": "{}",
         "JOBKIT_QUEUE": "refreshLinks",
     }
-    names = list(STATEMENTS)
-    timings: dict[str, list[float]] = {name: [] for name in names}
-    for repeat in range(repeats):
-        shift = repeat % len(names)
-        for name in names[shift:] + names[:shift]:
-            timings[name].append(_time(STATEMENTS[name], env))
+    runs = {name: (statement, env) for name, statement in STATEMENTS.items()}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, bytecode in LAYERS.items():
+            layer = _layer(Path(scratch) / name, bytecode)
+            pythonpath = os.pathsep.join([str(layer), str(ROOT / "benchmarks")])
+            runs[name] = (STATEMENTS["handler_build_and_table"], {**env, "PYTHONPATH": pythonpath})
+        names = list(runs)
+        timings: dict[str, list[float]] = {name: [] for name in names}
+        try:
+            for repeat in range(repeats):
+                shift = repeat % len(names)
+                for name in names[shift:] + names[:shift]:
+                    timings[name].append(_time(*runs[name]))
+        finally:
+            for path in Path(scratch).rglob("*"):
+                path.chmod(0o755 if path.is_dir() else 0o644)
     medians = {name: statistics.median(values) * 1000 for name, values in timings.items()}
     return {
         "repeats": repeats,
@@ -86,6 +124,10 @@ def run(repeats: int = 15) -> dict[str, Any]:
         "import_and_build_vs_powertools": _paired(timings, "handler_and_build", "powertools"),
         "with_table_client_vs_powertools": _paired(timings, "handler_build_and_table", "powertools"),
         "with_table_client_vs_baseline": _paired(timings, "handler_build_and_table", "baseline"),
+        "read_only_no_bytecode_ms": medians["read_only_no_bytecode"],
+        "read_only_shipped_bytecode_ms": medians["read_only_shipped_bytecode"],
+        "shipped_bytecode_vs_none": _paired(timings, "read_only_shipped_bytecode", "read_only_no_bytecode"),
+        "read_only_shipped_vs_powertools": _paired(timings, "read_only_shipped_bytecode", "powertools"),
     }
 
 

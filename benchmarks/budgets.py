@@ -129,6 +129,13 @@ BUDGETS = [
         1.25,
         lambda r: r["coldstart"]["import_and_build_ratio"],
     ),
+    # as Lambda runs the layer (read-only: no bytecode cache can be written): what shipping bytecode saves
+    Budget(
+        "cold start with its DynamoDB client from a read-only layer: with the bytecode sam build ships vs without",
+        "x",
+        0.9,
+        lambda r: r["coldstart"]["shipped_bytecode_vs_none"],
+    ),
     Budget(
         "local stack: ms per job pushed with 100,000 queued",
         "ms",

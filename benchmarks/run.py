@@ -271,7 +271,10 @@ def render(r: dict[str, Any]) -> str:
         f"({cold['baseline_ms']:.0f} ms). The build makes no client: SQS's comes with the first job that fails, is "
         "re-enqueued or pushes, and DynamoDB's with the first that uses the jobs table. A container whose jobs use "
         f"the table, with its DynamoDB client made, starts in {cold['handler_with_table_client_ms']:.0f} ms "
-        f"({cold['with_table_client_vs_powertools']:.2f}x the Powertools handler, which makes that client at import).",
+        f"({cold['with_table_client_vs_powertools']:.2f}x the Powertools handler, which makes that client at import). "
+        f"As Lambda runs it, from a read-only layer: {cold['read_only_no_bytecode_ms']:.0f} ms without bytecode "
+        f"(every layer before this one), {cold['read_only_shipped_bytecode_ms']:.0f} ms with the bytecode `sam build` "
+        f"now ships ({cold['shipped_bytecode_vs_none']:.2f}x, paired).",
         "",
         f"**The local stack at depth** (ms per job, {depth['sample']:,} jobs pushed onto and drained from a queue "
         f"that holds the depth): {rows}. **Soak**: {r['soak']['jobs']:,} jobs with 5% of AWS calls failing, "

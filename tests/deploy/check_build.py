@@ -2,7 +2,9 @@
 
 Run it with the Python whose jobkit built the stack. The layer must hold that
 jobkit, at its installed version, with Powertools and without the runtime's own
-boto3/botocore; each runner must hold the app's job package and no jobkit.
+boto3/botocore; each runner must hold the app's job package and no jobkit; both
+carry unchecked hash-based bytecode for the runtime's Python, when the build
+machine has that Python.
 """
 
 from __future__ import annotations
@@ -30,8 +32,7 @@ def main(build_dir: Path) -> list[str]:
     for provided in ("boto3", "botocore"):
         if (layer / provided).exists():
             problems.append(f"layer carries {provided}, which the Lambda runtime provides")
-    if list(layer.rglob("__pycache__")):
-        problems.append("layer carries bytecode compiled for the build machine's Python")
+    problems += _bytecode(layer, "layer")
     runners = [d for d in build_dir.iterdir() if d.is_dir() and d.name.endswith("Runner")]
     if not runners:
         problems.append("no runner functions were built")
@@ -40,6 +41,28 @@ def main(build_dir: Path) -> list[str]:
             problems.append(f"{runner.name} carries its own jobkit (it must come from the layer)")
         if not any(runner.rglob("*.py")):
             problems.append(f"{runner.name} has no job code")
+        problems += _bytecode(runner, runner.name)
+    return problems
+
+
+def _bytecode(root: Path, what: str) -> list[str]:
+    """Every module has unchecked hash-based bytecode for the runtime's Python (when
+    the build had that Python), and none for any other."""
+    from jobkit.core.resources import RUNTIME
+    from jobkit.sam.bytecode import runtime_python
+
+    tag = "cpython-" + RUNTIME.removeprefix("python").replace(".", "")
+    pycs = list(root.rglob("*.pyc"))
+    problems = [f"{what} carries bytecode for another Python: {p}" for p in pycs if tag not in p.name][:3]
+    if runtime_python() is None:
+        return problems  # the build said it ships none: the machine has no Python of the runtime's version
+    sources = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
+    missing = [p for p in sources if not (p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file()]
+    if missing:
+        problems.append(f"{what}: {len(missing)} of {len(sources)} modules lack {tag} bytecode, e.g. {missing[0]}")
+    flags = {int.from_bytes(p.read_bytes()[4:8], "little") for p in pycs}
+    if flags - {1}:  # bit 0: hash-based; bit 1: checked against the source
+        problems.append(f"{what}: bytecode that is not unchecked hash-based (pyc flags {sorted(flags)})")
     return problems
 
 

@@ -44,6 +44,7 @@ def results(**overrides: Any) -> dict[str, Any]:
             "import_and_build_ratio": 0.5,
             "with_table_client_vs_powertools": 0.9,
             "with_table_client_vs_baseline": 1.1,
+            "shipped_bytecode_vs_none": 0.8,
         },
         "local_depth": {"push_ms_per_job_at_100k": 1.0, "drain_ms_per_job_at_100k": 1.5},
         "soak": {"jobs": 50_000, "wall_s": 150.0},

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             from jobkit.sam.layer import build_layer
 
             pins = build_layer(arguments.to)
+            _compile(arguments.to / "python")
             print(f"jobkit layer: jobkit {_version()} and {', '.join(pins) or 'no other packages'}")
         else:
             from jobkit.declaration.config import load_declaration
@@ -48,11 +49,21 @@ def main(argv: list[str] | None = None) -> int:
             if arguments.makefile is not None and not config.is_absolute():
                 config = arguments.makefile.parent / config
             copied = build_runner(load_declaration(config), arguments.to)
+            _compile(arguments.to)
             print(f"jobkit runner: {', '.join(copied)}")
     except JobKitError as exc:
         print(f"jobkit sam build: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _compile(root: Path) -> None:
+    """Bytecode for the runtime's Python; a build without it goes on, and says so."""
+    from jobkit.sam.bytecode import compile_for_runtime
+
+    problem = compile_for_runtime(root)
+    if problem is not None:
+        print(f"jobkit sam build: warning: {problem}", file=sys.stderr)
 
 
 def _version() -> str:
