@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import sys
 from typing import Any
 
@@ -18,12 +19,13 @@ from _common import ROOT, aws_environment, environment
 
 PRICES = {
     "as_of": "2025 list prices, us-east-1",
-    "sqs_per_million_requests": 0.40,  # standard queue, each 64 KiB chunk of a request
+    "sqs_per_million_requests": 0.40,  # standard queue; each 64 KiB chunk of a request's payload is one request
     "lambda_per_million_requests": 0.20,
-    "lambda_arm64_per_gb_second": 0.0000133334,
+    "lambda_arm64_per_gb_second": 0.0000133334,  # the INIT phase too, since 1 August 2025 (ZIP, managed runtimes)
     "dynamodb_per_million_write_units": 0.625,  # on-demand; a failed conditional write uses one too
     "dynamodb_per_million_read_units": 0.125,
-    "logs_per_gb_ingested": 0.50,
+    # Lambda's logs to CloudWatch Logs (vended logs, since 1 May 2025), per GB ingested a month, by tier
+    "lambda_logs_per_gb_tiers": [[10_240, 0.50], [20_480, 0.25], [20_480, 0.10], [None, 0.05]],
     "custom_metric_per_month": 0.30,
 }
 MEMORY_GB = 0.25  # the declaration's default memory_mb = 256
@@ -31,6 +33,15 @@ BATCH = 10  # full batches
 DYNAMODB_LATENCY_MS = 5.0  # a conditional write's round trip in-region (a typical figure, not measured here)
 IDLE_POLLERS = 5  # Lambda's SQS event source polls with several long-polling connections when idle
 LONG_POLL_S = 20
+SQS_CHUNK = 64 * 1024  # SQS bills each 64 KiB chunk of a payload as one request
+#: Lambda's own lines per invocation (START, END and REPORT, with an Init Duration on a cold start)
+PLATFORM_LOG_BYTES_PER_INVOCATION = 300
+#: The share of invocations that start a container: AWS's analysis of production workloads says "under 1%"
+COLD_START_SHARE = 0.01
+#: Payloads priced: the example app's job as measured, and a job whose params are large
+LARGE_PAYLOAD_BYTES = 200 * 1024
+#: Jobs that wait on another service, priced sequential and side by side
+WAIT_MS = 100
 
 
 def log_output_per_job(jobs: int = 100) -> dict[str, float]:
@@ -67,22 +78,64 @@ def log_output_per_job(jobs: int = 100) -> dict[str, float]:
                 assert not response["batchItemFailures"], response  # the figure is of successful jobs
     text = out.getvalue()
     info = [line for line in text.splitlines() if line.startswith('{"level":"INFO"')]
-    return {"bytes": len(text.encode("utf-8")) / jobs, "info_lines": len(info) / jobs}
+    body = JobSpecification("refreshLinks", {"title": "Page 1"}).stamped(0.0).to_message()
+    return {
+        "bytes": len(text.encode("utf-8")) / jobs,
+        "info_lines": len(info) / jobs,
+        "payload_bytes": float(len(body.encode("utf-8"))),
+    }
 
 
-def per_million(kind: dict[str, float], log_bytes: float, round_trips_per_job: float) -> dict[str, float]:
+def sqs_requests_per_job(payload_bytes: float, batch: int = BATCH) -> float:
+    """Billed SQS requests per job: the producer's SendMessageBatch and the event
+    source mapping's ReceiveMessage carry the batch's bodies (each 64 KiB chunk
+    a request), its DeleteMessageBatch carries none. A batch holds at most 1 MiB."""
+    per_batch = max(1, min(batch, (1024 * 1024) // max(1, int(payload_bytes))))
+    chunks = max(1, math.ceil(per_batch * payload_bytes / SQS_CHUNK))
+    return (2 * chunks + 1) / per_batch
+
+
+def logs_dollars_per_gb(gb_per_month: float) -> float:
+    """The average price of a month's Lambda logs, through the tiers."""
+    left, dollars = gb_per_month, 0.0
+    for size, price in PRICES["lambda_logs_per_gb_tiers"]:
+        taken = left if size is None else min(left, size)
+        dollars, left = dollars + taken * price, left - taken
+        if left <= 0:
+            break
+    return dollars / gb_per_month if gb_per_month else PRICES["lambda_logs_per_gb_tiers"][0][1]
+
+
+def per_million(
+    kind: dict[str, float],
+    log_bytes: float,
+    round_trips_per_job: float,
+    *,
+    payload_bytes: float,
+    init_ms: float,
+    wait_ms_per_job: float = 0.0,
+    jobs_per_month: float = 100e6,
+) -> dict[str, float]:
     """$ per million jobs of one kind. ``kind`` has dynamodb_requests_per_job and
     cpu_us_per_job; the billed wait on DynamoDB is the round trips a batch waits
-    through (its requests overlap), shared by its jobs."""
+    through (its requests overlap), shared by its jobs; ``wait_ms_per_job`` is
+    what a job waits on other services, as billed (shared when jobs wait side by
+    side). A cold start, in ``COLD_START_SHARE`` of invocations, bills its INIT."""
     p = PRICES
-    sqs_requests = 3 / BATCH  # SendMessageBatch, the mapping's ReceiveMessage, DeleteMessageBatch
-    duration_s = kind["cpu_us_per_job"] / 1e6 + round_trips_per_job * DYNAMODB_LATENCY_MS / 1000
+    duration_s = (
+        kind["cpu_us_per_job"] / 1e6
+        + round_trips_per_job * DYNAMODB_LATENCY_MS / 1000
+        + wait_ms_per_job / 1000
+        + COLD_START_SHARE * init_ms / 1000 / BATCH
+    )
+    bytes_per_job = log_bytes + PLATFORM_LOG_BYTES_PER_INVOCATION / BATCH
+    gb_per_month = bytes_per_job * jobs_per_month / 1024**3
     costs = {
-        "sqs": sqs_requests * p["sqs_per_million_requests"],
+        "sqs": sqs_requests_per_job(payload_bytes) * p["sqs_per_million_requests"],
         "lambda_requests": p["lambda_per_million_requests"] / BATCH,
         "lambda_compute": duration_s * MEMORY_GB * p["lambda_arm64_per_gb_second"] * 1e6,
         "dynamodb": kind["dynamodb_requests_per_job"] * p["dynamodb_per_million_write_units"],
-        "logs": log_bytes * 1e6 / 1e9 * p["logs_per_gb_ingested"],
+        "logs": bytes_per_job * 1e6 / 1024**3 * logs_dollars_per_gb(gb_per_month),
     }
     costs["total"] = sum(costs.values())
     return {k: round(v, 4) for k, v in costs.items()}
@@ -97,22 +150,46 @@ def idle_cost_per_queue_month() -> dict[str, float]:
     }
 
 
-def run(runner_figures: dict[str, Any], round_trips: dict[str, Any]) -> dict[str, Any]:
+def run(
+    runner_figures: dict[str, Any],
+    round_trips: dict[str, Any],
+    coldstart: dict[str, Any] | None = None,
+    side_by_side: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     import logging
 
     logging.disable(logging.NOTSET)
     logs = log_output_per_job()
-    log_bytes = logs["bytes"]
+    log_bytes, payload = logs["bytes"], logs["payload_bytes"]
+    # the container as shipped: a read-only layer with its bytecode, its DynamoDB client made
+    init_ms = (coldstart or {}).get("read_only_shipped_bytecode_ms") or (coldstart or {}).get(
+        "handler_with_table_client_ms", 0.0
+    )
     trips = round_trips["kinds"]
+    jobkit = runner_figures["jobkit"]
+
+    def priced(figures: dict[str, float], trips_per_job: float, **how: float) -> dict[str, float]:
+        return per_million(
+            figures, log_bytes, trips_per_job, payload_bytes=how.pop("payload_bytes", payload), init_ms=init_ms, **how
+        )
+
     kinds = {
         # a kind without a round-trip figure (a leaf: a rare root check) waits through each request
-        name: per_million(
+        name: priced(
             figures,
-            log_bytes,
             trips[name]["round_trips_per_batch"] / BATCH if name in trips else figures["dynamodb_requests_per_job"],
         )
-        for name, figures in runner_figures["jobkit"].items()
+        for name, figures in jobkit.items()
     }
+    plain = jobkit["plain"]
+    kinds[f"plain, {LARGE_PAYLOAD_BYTES // 1024} KB of params"] = priced(plain, 0, payload_bytes=LARGE_PAYLOAD_BYTES)
+    if side_by_side is not None:
+        for name, figures in side_by_side["results"].items():
+            if name.startswith("jobkit"):
+                waited = figures["billed_ms_per_million_jobs"] / 1e6  # billed ms per job, logging and metrics included
+                kinds[f"waits {side_by_side['wait_ms']} ms, {name.removeprefix('jobkit, ')}"] = priced(
+                    {**plain, "cpu_us_per_job": 0.0}, 0, wait_ms_per_job=waited
+                )
     return {
         "prices": PRICES,
         "assumptions": {
@@ -121,6 +198,11 @@ def run(runner_figures: dict[str, Any], round_trips: dict[str, Any]) -> dict[str
             "dynamodb_latency_ms": DYNAMODB_LATENCY_MS,
             "log_bytes_per_job": round(log_bytes),
             "info_lines_per_job": logs["info_lines"],
+            "payload_bytes": round(payload),
+            "platform_log_bytes_per_invocation": PLATFORM_LOG_BYTES_PER_INVOCATION,
+            "cold_start_share": COLD_START_SHARE,
+            "init_ms": round(init_ms, 1),
+            "jobs_per_month_for_log_tiers": 100e6,
         },
         "dollars_per_million_jobs": kinds,
         "idle_queue": idle_cost_per_queue_month(),

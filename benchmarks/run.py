@@ -67,7 +67,7 @@ def main() -> None:
     results["coldstart"] = bench_coldstart.run(2 if args.small else 21)
     results["flow"] = bench_flow_control.run(200 if args.small else 1_000)
     results["long_delay"] = bench_long_delay.run(3600 if args.small else 86_400)
-    results["cost"] = cost_model.run(results["runner"], results["round_trips"])
+    results["cost"] = cost_model.run(results["runner"], results["round_trips"], results["coldstart"], results["side_by_side"])
     results["verify"] = bench_verify.run()  # no smaller size: its chain takes 20 s whatever the stack
     if args.small:
         results["local_depth"] = local_stack_depth.run((250, 1_000), sample=200, plain_moto_depths=())
@@ -280,8 +280,12 @@ def render(r: dict[str, Any]) -> str:
         f"that holds the depth): {rows}. **Soak**: {r['soak']['jobs']:,} jobs with 5% of AWS calls failing, "
         f"{r['soak']['wall_s']} s, {'every job accounted for' if r['soak']['balanced'] else '**not balanced**'}.",
         "",
-        f"**Cost per million jobs** ({r['cost']['prices']['as_of']}; 256 MB arm64, full batches, "
-        f"{r['cost']['assumptions']['log_bytes_per_job']} bytes of INFO logs and EMF per job):",
+        f"**Cost per million jobs** ({r['cost']['prices']['as_of']}; 256 MB arm64, full batches of "
+        f"{r['cost']['assumptions']['payload_bytes']}-byte bodies (SQS bills each 64 KB chunk of a request as one), "
+        f"{r['cost']['assumptions']['log_bytes_per_job']} bytes of INFO logs and EMF per job and Lambda's "
+        f"{r['cost']['assumptions']['platform_log_bytes_per_invocation']} a batch, at the first tier of Lambda's log "
+        f"prices; a cold start in {r['cost']['assumptions']['cold_start_share']:.0%} of invocations, its "
+        f"{r['cost']['assumptions']['init_ms']:.0f} ms INIT billed since August 2025):",
         "",
         "| job | SQS | Lambda | DynamoDB | logs | total |",
         "|---|---:|---:|---:|---:|---:|",
