@@ -53,7 +53,9 @@ def _layer(root: Path, bytecode: bool) -> Path:
     among it, is the runtime's: its bytecode is there on Lambda too)."""
     ignored = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "shared" / "jobkit", root / "jobkit", ignore=ignored)
-    shutil.copytree(Path(sysconfig.get_paths()["purelib"]) / "aws_lambda_powertools", root / "aws_lambda_powertools", ignore=ignored)
+    shutil.copytree(
+        Path(sysconfig.get_paths()["purelib"]) / "aws_lambda_powertools", root / "aws_lambda_powertools", ignore=ignored
+    )
     if bytecode:
         subprocess.run(
             [sys.executable, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(root)],

@@ -45,12 +45,17 @@ def timed(handler):
     sys.stderr.write(" ".join(f"{ms:.3f}" for ms in took))
 """
 
-JOBKIT = EVENTS + """
+JOBKIT = (
+    EVENTS
+    + """
 import jobkit.handler
 timed(jobkit.handler.handler)
 """
+)
 
-POWERTOOLS = EVENTS + """
+POWERTOOLS = (
+    EVENTS
+    + """
 import json
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -70,6 +75,7 @@ def handler(event, context):
     return response
 timed(handler)
 """
+)
 
 
 def _environment(batch_concurrency: int) -> dict[str, str]:
@@ -127,7 +133,10 @@ def run(batches: int = 5, rounds: int = 3, wait_ms: int = WAIT_MS) -> dict[str, 
             code, env = sides[name]
             measured[name] += _batch_ms(code, batches, wait_ms, env)
     results = {name: _figures(ms) for name, ms in measured.items()}
-    concurrent, sequential = results["jobkit, batch_concurrency = 10"], results["Powertools BatchProcessor (sequential)"]
+    concurrent, sequential = (
+        results["jobkit, batch_concurrency = 10"],
+        results["Powertools BatchProcessor (sequential)"],
+    )
     return {
         "batch": BATCH,
         "wait_ms": wait_ms,

@@ -61,13 +61,17 @@ def main() -> None:
     results["push"] = bench_push.run(200 if args.small else 10_000, 100 if args.small else 2_000)
     results["runner"] = bench_runner.run(50 if args.small else 2_000)
     results["runner_logged"] = bench_runner_logged.run(100 if args.small else 2_000, 2 if args.small else 5)
-    results["side_by_side"] = bench_side_by_side.run(1 if args.small else 5, 1 if args.small else 3, 20 if args.small else 100)
+    results["side_by_side"] = bench_side_by_side.run(
+        1 if args.small else 5, 1 if args.small else 3, 20 if args.small else 100
+    )
     results["round_trips"] = bench_round_trips.run(3 if args.small else 50)
     results["fanout"] = bench_fanout.run(500 if args.small else 10_000)
     results["coldstart"] = bench_coldstart.run(2 if args.small else 21)
     results["flow"] = bench_flow_control.run(200 if args.small else 1_000)
     results["long_delay"] = bench_long_delay.run(3600 if args.small else 86_400)
-    results["cost"] = cost_model.run(results["runner"], results["round_trips"], results["coldstart"], results["side_by_side"])
+    results["cost"] = cost_model.run(
+        results["runner"], results["round_trips"], results["coldstart"], results["side_by_side"]
+    )
     results["verify"] = bench_verify.run()  # no smaller size: its chain takes 20 s whatever the stack
     if args.small:
         results["local_depth"] = local_stack_depth.run((250, 1_000), sample=200, plain_moto_depths=())

@@ -39,6 +39,18 @@ def declaration(batch_concurrency: int) -> Declaration:
         },
         "once": {"class": SCRIPTED_JOB, "queue": "waits", "deliver_once": True, "max_attempts": 2},
         "leaf": {"class": SCRIPTED_JOB, "queue": "waits", "batch_concurrency": batch_concurrency, "pushes": ["leaf"]},
+        "limited": {
+            "class": SCRIPTED_JOB,
+            "queue": "waits",
+            "batch_concurrency": batch_concurrency,
+            "concurrency": {"key": "params.key", "limit": 1},
+        },
+        "tracked": {
+            "class": SCRIPTED_JOB,
+            "queue": "waits",
+            "batch_concurrency": batch_concurrency,
+            "track_status": True,
+        },
     }
     raw = {
         "jobkit": {"prefix": "side"},
@@ -48,13 +60,18 @@ def declaration(batch_concurrency: int) -> Declaration:
     return parse_declaration(raw, source="side-by-side test", base_dir=FIXTURES)
 
 
+def _clear() -> None:
+    SCRIPTED.clear()
+    testjobs.BARRIERS.clear()
+    testjobs.ACTIVE.clear()
+    testjobs.MOST_ACTIVE.clear()
+
+
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    SCRIPTED.clear()
-    testjobs.BARRIERS.clear()
+    _clear()
     yield
-    SCRIPTED.clear()
-    testjobs.BARRIERS.clear()
+    _clear()
 
 
 def stack(batch_concurrency: int) -> LocalStack:
@@ -157,3 +174,44 @@ def test_a_crash_beside_other_jobs_ends_the_invocation_unreported() -> None:
         local.drain()
         final = {r.job_id: r.outcome for r in local.results.results}
         assert final == {s.id: Outcome.SUCCEEDED for s in [*specs, crash]}
+
+
+def test_a_type_with_a_concurrency_limit_runs_a_batch_one_job_at_a_time() -> None:
+    # Given batch_concurrency = 10 on a type limited to one job per key at once (one
+    # lease per key covers the batch's jobs), and on a type without a limit (the control)
+    with stack(10) as local:
+        jobs = [JobSpecification("limited", {"key": "acct", "n": n, "script": {"hold_s": 0.05}}) for n in range(5)]
+        jobs += [JobSpecification("waits", {"key": "free", "n": n, "script": {"hold_s": 0.05}}) for n in range(5)]
+        local.queue_group().push(jobs)
+        local.drain()
+        # Then the limited jobs never overlapped, and the others ran at once
+        assert {r.outcome for r in local.results.results} == {Outcome.SUCCEEDED}
+        assert testjobs.MOST_ACTIVE == {"acct": 1, "free": 5}
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_a_job_beside_one_that_overruns_the_deadline_is_never_handed_back(round_: int) -> None:
+    # Found by hostile review. Given a batch in which one job hangs past the Lambda
+    # deadline (the invocation is stopped) while others run beside it
+    with stack(10) as local:
+        specs = [
+            JobSpecification("tracked", {"n": 1, "script": {}}, id="s1"),
+            JobSpecification("once", {"n": 2, "script": {}}, id="o1"),
+            JobSpecification("limited", {"n": 3, "key": "k", "script": {}}, id="l1"),
+            JobSpecification("tracked", {"n": 4, "script": {"hang": [1]}}, id="hang"),
+            JobSpecification("tracked", {"n": 5, "script": {}}, id="s2"),
+        ]
+        local.queue_group().push(specs)
+        copies: list[str] = []
+        local.sqs.meta.events.register(
+            "before-call.sqs.SendMessage", lambda params, **_: copies.append(str(params.get("MessageBody")))
+        )
+        with pytest.raises(SimulatedCrash):
+            local.drain(until=START + 1)
+        # Then the stopped invocation sent no job back for lack of time: a copy sent
+        # while a job beside it overran would run too, and so would the original,
+        # delivered again after the stop
+        assert copies == []
+        # and, delivered again, every job ends
+        local.drain()
+        assert {r.job_id for r in local.results.results if r.outcome.is_final} == {s.id for s in specs}

@@ -212,7 +212,7 @@ def test_a_window_owner_recounted_on_its_last_attempt_keeps_its_window(rel: Loca
     assert runs(leaf.id) == 1, outcomes
 
 
-def test_a_window_owner_whose_run_failed_still_runs_for_the_jobs_it_debounced_after_a_later_ready_job_opens_a_new_window(
+def test_an_owner_whose_run_failed_still_runs_for_the_jobs_it_debounced_after_a_later_ready_job_opens_a_window(
     rel: LocalStack,
 ) -> None:
     # Found by the reliability model. Given a plain job J for Paris, then a leaf O of

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from jobkit.sam.bytecode import RUNTIME_PYTHON_VARIABLE, compile_for_runtime, runtime_python
 
 THIS = f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -66,3 +68,18 @@ def test_a_python_of_another_version_compiles_nothing(tmp_path: Path) -> None:
 def test_the_runtimes_python_is_the_named_one_first() -> None:
     assert runtime_python("python3.99", {RUNTIME_PYTHON_VARIABLE: "/opt/py/bin/python3.99"}) == "/opt/py/bin/python3.99"
     assert runtime_python(THIS, {}) is not None  # on the PATH, or the build's own
+
+
+def test_a_python_on_the_path_that_does_not_run_or_is_another_version_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pyenv shim of a version that is not activated fails; a wrapper of another Python is not 3.99
+    shim, wrapper = tmp_path / "shims", tmp_path / "bin"
+    shim.mkdir(), wrapper.mkdir()
+    (shim / "python3.99").write_text("#!/bin/sh\necho 'pyenv: python3.99: command not found' >&2\nexit 127\n")
+    (wrapper / "python3.99").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    for script in (shim / "python3.99", wrapper / "python3.99"):
+        script.chmod(0o755)
+    for path in (shim, wrapper):
+        monkeypatch.setenv("PATH", f"{path}{os.pathsep}{os.environ['PATH']}")
+        assert runtime_python("python3.99", {"PYENV_ROOT": str(tmp_path / "no-pyenv")}) is None

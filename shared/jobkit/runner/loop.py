@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from jobkit.core.clock import Clock, SystemClock
@@ -30,6 +30,7 @@ from jobkit.dedup.store import DedupStore
 from jobkit.jobs.canary import CANARY_TYPE, canary_type, expired
 from jobkit.records.journal import AttemptJournal
 from jobkit.runner.attempts import Attempts
+from jobkit.runner.batch import Entry, roots_first
 from jobkit.runner.deadline import TimeBudget
 from jobkit.runner.delivery import (
     Delivery,
@@ -108,7 +109,8 @@ class Runner:
         job_types = tuple(declaration.types[name] for name in self.queue.types)
         kit = StageKit(self.queue, queues, self._clock, records, dedup, journal, metrics, group_factory, job_types)
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
-        self._side_by_side = SideBySide({t.name: t.batch_concurrency for t in job_types})
+        limits = {t.name: t.batch_concurrency for t in job_types}
+        self._side_by_side = SideBySide(limits, limited={t.name for t in job_types if t.concurrency is not None})
         self._hooks = Hooks(self.stages)
 
     @property
@@ -133,7 +135,7 @@ class Runner:
         self._admit([entries[i] for i in order])
         # A job's own exits (sys.exit) are failed attempts; what still escapes
         # (KeyboardInterrupt, a crash) ends the invocation unreported, as death would
-        finished = self._side_by_side.finish(entries, order, self._finish_safely)
+        finished = self._side_by_side.finish(entries, order, self._finish_safely, fits=self._fits)
         results = [finished[i] for i in range(len(entries))]  # in the batch's own order
         for hook in self._hooks.end_batch:
             self._call(hook)
@@ -147,8 +149,8 @@ class Runner:
 
     # -- one record ------------------------------------------------------------------
 
-    def _take_safely(self, record: Any, context: LambdaContext | None) -> _Entry:
-        entry = _Entry(record)
+    def _take_safely(self, record: Any, context: LambdaContext | None) -> Entry:
+        entry = Entry(record)
         try:
             if not isinstance(record, Mapping):
                 raise TypeError(f"an SQS event record is an object, got {type(record).__name__}")
@@ -161,7 +163,7 @@ class Runner:
             entry.result = self._internal_error(record, exc)
         return entry
 
-    def _admit(self, entries: list[_Entry]) -> None:
+    def _admit(self, entries: list[Entry]) -> None:
         """Admit the batch's deliveries, stage after stage (see :mod:`jobkit.runner.stage`)."""
         for position, stage in enumerate(self._hooks.admitters):
             waiting = [e for e in entries if e.delivery is not None and e.result is None and e.resume_at is None]
@@ -189,13 +191,15 @@ class Runner:
                 elif answer is not None:
                     entry.result = answer
 
-    def _finish_safely(self, entry: _Entry) -> RecordResult:
+    def _finish_safely(self, entry: Entry, beside: bool = False) -> RecordResult:
         """Run an admitted job (admitting it first if a stage left it for its
-        turn), then settle the record, whatever ended it."""
+        turn), then settle the record, whatever ended it. A job run ``beside``
+        others is never handed back: a copy sent while a job beside it may still
+        overrun the deadline would run a second time (see :meth:`_fits`)."""
         result, delivery = entry.result, entry.delivery
         if result is None and delivery is not None:
             try:
-                result = self._out_of_time(delivery)
+                result = None if beside else self._out_of_time(delivery)
                 if result is None and entry.resume_at is not None:
                     result = self._admit_on_turn(delivery, entry.resume_at)
                 if result is None:
@@ -209,6 +213,13 @@ class Runner:
         for hook in self._hooks.settle:
             self._call(hook, delivery, result)
         return result
+
+    def _fits(self, entry: Entry) -> bool:
+        """Whether a job may start beside others: the first of a batch, or one the
+        time left fits; one that does not waits for the jobs beside it, and then
+        is handed back (or runs) as one job after another would be."""
+        assert entry.delivery is not None
+        return not self._ran_in_batch or self._budget.fits(entry.delivery)[0]
 
     def _out_of_time(self, delivery: Delivery) -> RecordResult | None:
         """Hand the job back if it would not finish before the invocation's
@@ -358,40 +369,3 @@ class Runner:
             hook(*args)
         except Exception:
             log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))
-
-
-def roots_first(entries: Sequence[_Entry]) -> list[int]:
-    """The order a batch's jobs run in: the batch's own, except that the jobs
-    with one root signature (type, domain and signature) run together, where the
-    first of them is, root jobs first and the newest root first. So a root
-    supersedes its signature's stale leaves and older roots in its own batch,
-    even when they came ahead of it and its producer did not record it at push."""
-
-    def group(entry: _Entry) -> tuple[str, str | None, str] | None:
-        spec = entry.delivery.spec if entry.delivery is not None and entry.result is None else None
-        if spec is None or not spec.has_root_job_params():
-            return None
-        signature = spec.root_job_signature
-        return (spec.type, spec.domain, signature) if signature is not None else None
-
-    first: dict[tuple[str, str | None, str], int] = {}
-    keys: list[tuple[int, int, float, int]] = []
-    for index, entry in enumerate(entries):
-        key = group(entry)
-        if key is None:
-            keys.append((index, 0, 0.0, index))
-            continue
-        spec = entry.delivery.spec  # type: ignore[union-attr]
-        timestamp = spec.root_job_timestamp or 0.0
-        keys.append((first.setdefault(key, index), 0 if spec.is_root_job() else 1, -timestamp, index))
-    return [key[3] for key in sorted(keys)]
-
-
-@dataclass(eq=False)
-class _Entry:
-    """One record of the batch on its way through the runner."""
-
-    record: Any
-    delivery: Delivery | None = None
-    result: RecordResult | None = None
-    resume_at: int | None = None  # the admitter that left it for its turn (LATER)

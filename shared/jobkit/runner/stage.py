@@ -31,8 +31,12 @@ declared (:data:`jobkit.runner.stages.STAGES`):
 
 The jobs of a batch run one at a time, in the batch's order (except that the
 jobs of one root signature run together, roots first: see
-:func:`jobkit.runner.loop.roots_first`): every delivery is admitted (steps 1
-and 2) before the first job starts, except those left for later.
+:func:`jobkit.runner.batch.roots_first`): every delivery is admitted (steps 1
+and 2) before the first job starts, except those left for later. A type's
+``batch_concurrency`` runs some of them side by side, on threads
+(:mod:`jobkit.runner.side_by_side`): a stage's ``start``, ``finish`` and
+``settle`` may then be called from several threads at once, each for its own
+delivery.
 
 Every hook is optional. A hook other than ``admit`` and ``admit_batch`` that
 raises is logged and skipped: it never fails the job, the batch, or the other

@@ -63,7 +63,7 @@ def _compile(root: Path) -> None:
 
     problem = compile_for_runtime(root)
     if problem is not None:
-        print(f"jobkit sam build: warning: {problem}", file=sys.stderr)
+        print(f"jobkit sam build: warning: {problem}")  # sam build shows a Makefile's stdout, not its stderr
 
 
 def _version() -> str:

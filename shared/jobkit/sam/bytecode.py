@@ -11,8 +11,8 @@ seconds). They are unchecked: Python trusts them without reading the source,
 since a built artifact is never edited, only built again.
 
 The runtime's Python is ``$JOBKIT_RUNTIME_PYTHON``, else ``python3.12`` (the
-runtime's name) on the PATH, else the Python running the build if it is that
-version. Without one, the build still succeeds, and says what the cold starts
+runtime's name) on the PATH, a pyenv install of 3.12, or the Python running the
+build, whichever is first to run as Python 3.12. Without one, the build still succeeds, and says what the cold starts
 will pay and how to fix it.
 """
 
@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from jobkit.core.resources import RUNTIME
@@ -30,17 +31,27 @@ from jobkit.core.resources import RUNTIME
 RUNTIME_PYTHON_VARIABLE = "JOBKIT_RUNTIME_PYTHON"
 
 
-def runtime_python(runtime: str = RUNTIME, environ: os._Environ[str] | dict[str, str] | None = None) -> str | None:
-    """A Python interpreter of the runtime's version, or ``None``."""
+def runtime_python(runtime: str = RUNTIME, environ: Mapping[str, str] | None = None) -> str | None:
+    """A Python interpreter of the runtime's version, or ``None``: the one
+    ``$JOBKIT_RUNTIME_PYTHON`` names (as named: a wrong one is reported, not
+    passed over), else the first that runs and is that version of ``python3.12``
+    on the PATH (a pyenv shim of a version not activated does not run), a pyenv
+    install of it, and the Python running the build."""
     environ = os.environ if environ is None else environ
     named = environ.get(RUNTIME_PYTHON_VARIABLE)
     if named:
         return named
-    found = shutil.which(runtime)
-    if found:
-        return found
     version = runtime.removeprefix("python")
-    return sys.executable if f"{sys.version_info.major}.{sys.version_info.minor}" == version else None
+    pyenv = Path(environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    candidates = [
+        shutil.which(runtime),
+        *sorted(str(p) for p in pyenv.glob(f"{version}*/bin/{runtime}")),
+        sys.executable,
+    ]
+    for candidate in candidates:
+        if candidate and _version_of(candidate) == version:
+            return candidate
+    return None
 
 
 def compile_for_runtime(root: Path, runtime: str = RUNTIME, python: str | None = None) -> str | None:

@@ -156,7 +156,9 @@ class DebounceStage(Stage):
             by_window.setdefault((spec.type, spec.domain, step.key), []).append(index)
         groups = [sorted(indexes, key=lambda i: steps[i].registered) for indexes in by_window.values()]
         answers: list[RecordResult | None] = [None] * len(steps)
-        for group, done in zip(groups, self._parallel.map(self._steps, [[steps[i] for i in g] for g in groups]), strict=True):
+        for group, done in zip(
+            groups, self._parallel.map(self._steps, [[steps[i] for i in g] for g in groups]), strict=True
+        ):
             for index, answer in zip(group, done, strict=True):
                 answers[index] = answer
         return answers

@@ -12,7 +12,7 @@ from jobkit.core.clock import Clock
 from jobkit.core.outcome import RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Run, Stage
-from jobkit.status.tracker import RecordingStatusTracker
+from jobkit.status.tracker import NO_STATUS, RecordingStatusTracker
 
 if TYPE_CHECKING:
     from jobkit.records.store import Records
@@ -36,10 +36,11 @@ class Status(Stage):
         return None
 
     def start(self, delivery: Delivery, run: Run) -> None:
-        delivery.status.started(run.started_at)
+        if delivery.status is not NO_STATUS:
+            delivery.status.started(run.started_at)
 
     def settle(self, delivery: Delivery | None, result: RecordResult) -> None:
-        if delivery is None:
+        if delivery is None or delivery.status is NO_STATUS:  # (the canary tracks its status, in every runner)
             return
         now = self._clock.now()
         status = result.status  # each outcome says what it means for the status (jobkit.core.outcome)

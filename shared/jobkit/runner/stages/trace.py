@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
+import threading
 import traceback
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
@@ -68,11 +69,14 @@ class Trace(Stage):
         self._traced = frozenset(traced)
         self._factory: Callable[[], Any | None] | None = tracer_factory
         self._tracer: Any | None = None
+        self._building = threading.Lock()  # jobs side by side: each waits for the one tracer
 
     def _provider(self) -> Any | None:
         if self._factory is not None:  # built once per container, on the first traced job
-            factory, self._factory = self._factory, None
-            self._tracer = factory()
+            with self._building:
+                if self._factory is not None:
+                    self._tracer = self._factory()
+                    self._factory = None
         return self._tracer.provider if self._tracer is not None else None
 
     def start(self, delivery: Delivery, run: Run) -> None:

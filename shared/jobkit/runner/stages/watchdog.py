@@ -2,16 +2,19 @@
 
 When Lambda's deadline passes, the runner is killed mid-job: nothing settles,
 nothing is written, and the message comes back after its visibility timeout
-with no trace of why. So before each run the runner arms an alarm shortly
-before the deadline; if the job is still running when it goes off, the
+with no trace of why. So when a batch's first job starts, the runner arms an
+alarm shortly before the deadline; if a job is still running when it goes off, the
 watchdog writes a failure record (``JobTimedOut``, with the attempt) and, for
-``track_status`` types, a ``timed_out`` status. The run disarms it when it
-ends. An alarm that does not go off costs no request.
+``track_status`` types, a ``timed_out`` status, for each job still running.
+One alarm serves a batch (its jobs share the invocation's deadline); a job
+leaves its list when its run ends. An alarm that does not go off costs no
+request.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -33,7 +36,7 @@ def margin_s(timeout_s: float) -> float:
 
 
 class DeadlineWatchdog:
-    """Arms one alarm per run.
+    """The alarm, and what it does when it goes off.
 
     Args:
         clock: the alarms' clock.
@@ -44,25 +47,9 @@ class DeadlineWatchdog:
         self._clock = clock
         self._record = record
 
-    def watch(
-        self,
-        failure: Callable[[float, str], FailureRecord],
-        *,
-        deadline: float,
-        timeout_s: float,
-        on_fire: Callable[[float, str], object],
-        keys: dict[str, object],
-    ) -> Alarm:
-        """Arm the alarm for one run.
-
-        Args:
-            failure: makes the failure record, given the time and the message.
-            deadline: when Lambda will stop the invocation (epoch seconds).
-            timeout_s: the function's timeout, for the margin and the message.
-            on_fire: also called when it goes off (the status tracker's ``timed_out``).
-            keys: log keys of the job.
-        """
-        margin = margin_s(timeout_s)
+    def arm(self, deadline: float, timeout_s: float, running: Callable[[], list[tuple[Delivery, Run]]]) -> Alarm:
+        """Arm one alarm for an invocation whose deadline is ``deadline`` (epoch
+        seconds): when it goes off, each job that ``running()`` names is recorded."""
 
         def fire() -> None:
             now = self._clock.now()
@@ -70,18 +57,39 @@ class DeadlineWatchdog:
                 f"still running {max(0.0, deadline - now):.1f} s before the Lambda deadline"
                 f" (timeout {timeout_s:g} s): the invocation is about to be stopped"
             )
-            log.error("job about to time out: %s", message, extra=keys)
-            self._record(failure(now, message))
-            on_fire(now, f"{TIMED_OUT}: {message}")
+            for delivery, _ in running():
+                self._timed_out(delivery, now, message)
 
-        return self._clock.call_at(deadline - margin, fire)
+        return self._clock.call_at(deadline - margin_s(timeout_s), fire)
+
+    def _timed_out(self, delivery: Delivery, now: float, message: str) -> None:
+        spec = delivery.spec
+        log.error("job about to time out: %s", message, extra=delivery.keys)
+        failure = FailureRecord(
+            spec.id,
+            spec.type,
+            spec.domain,
+            delivery.attempt,
+            now,
+            TIMED_OUT,
+            message,
+            "",
+            correlation_id=delivery.correlation_id,
+        )
+        try:
+            self._record(failure)
+        finally:
+            delivery.status.timed_out(now, f"{TIMED_OUT}: {message}")
 
 
 class Watchdog(Stage):
-    """The watchdog as a stage: armed when a job starts inside Lambda, disarmed when it ends.
+    """The watchdog as a stage: one alarm per batch inside Lambda, armed when its
+    first job starts (every job of an invocation has its deadline), which names
+    the jobs still running when it goes off; each job leaves that list when
+    its run ends.
 
     Args:
-        watchdog: the alarms.
+        watchdog: the alarm.
         timeout_s: the function's timeout (the queue's).
     """
 
@@ -93,33 +101,40 @@ class Watchdog(Stage):
     def __init__(self, watchdog: DeadlineWatchdog, timeout_s: float) -> None:
         self._watchdog = watchdog
         self._timeout_s = timeout_s
+        self._lock = threading.Lock()  # jobs of a batch may run side by side
+        self._running: dict[int, tuple[Delivery, Run]] = {}
+        self._alarm: Alarm | None = None
+
+    def begin_batch(self) -> None:
+        self._disarm()  # a batch that died mid-way left its alarm
 
     def start(self, delivery: Delivery, run: Run) -> None:
         if delivery.context is None:
             return
-        spec = delivery.spec
+        key = id(run)
+        with self._lock:
+            self._running[key] = (delivery, run)
+            if self._alarm is None:
+                deadline = run.started_at + delivery.remaining_s(self._timeout_s)
+                self._alarm = self._watchdog.arm(deadline, self._timeout_s, self._still_running)
+        run.when_done(lambda: self._ended(key))
 
-        def failure(at: float, message: str) -> FailureRecord:
-            return FailureRecord(
-                spec.id,
-                spec.type,
-                spec.domain,
-                delivery.attempt,
-                at,
-                TIMED_OUT,
-                message,
-                "",
-                correlation_id=delivery.correlation_id,
-            )
+    def end_batch(self) -> None:
+        self._disarm()
 
-        alarm = self._watchdog.watch(
-            failure,
-            deadline=run.started_at + delivery.remaining_s(self._timeout_s),
-            timeout_s=self._timeout_s,
-            on_fire=lambda at, error: delivery.status.timed_out(at, error),
-            keys=delivery.keys,
-        )
-        run.when_done(alarm.cancel)
+    def _still_running(self) -> list[tuple[Delivery, Run]]:
+        with self._lock:
+            return list(self._running.values())
+
+    def _ended(self, key: int) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+
+    def _disarm(self) -> None:
+        with self._lock:
+            if self._alarm is not None:
+                self._alarm.cancel()
+            self._alarm, self._running = None, {}
 
 
 def _no_record(_: object) -> None:
