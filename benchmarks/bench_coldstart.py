@@ -93,7 +93,10 @@ def run(repeats: int = 15) -> dict[str, Any]:
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "POWERTOOLS_SERVICE_NAME": "jobs",
-        "JOBKIT_DECLARATION": json.dumps(declaration_to_dict(load_declaration(ROOT / "infra" / "jobs.toml"))),
+        # what the template gives the runner of refreshLinks: its queue's types and those they push
+        "JOBKIT_DECLARATION": json.dumps(
+            declaration_to_dict(load_declaration(ROOT / "infra" / "jobs.toml").for_runner("refreshLinks"))
+        ),
         "JOBKIT_QUEUE_URLS": "{}",
         "JOBKIT_QUEUE": "refreshLinks",
     }

@@ -140,3 +140,25 @@ def test_format_is_an_annotation_and_a_mismatch_text_is_bounded() -> None:
     strict = declare({"type": "object", "additionalProperties": False})
     problem = strict.params_schema.mismatch({"k" * 10_000: 1})
     assert problem is not None and len(problem) == 500 and problem.endswith("…")
+
+
+def test_a_runners_declaration_compiles_a_schema_when_its_first_job_needs_it() -> None:
+    # A runner's cold start: its declaration comes from its environment, checked when the
+    # template was made, and a schema is compiled for the first job of its type
+    from jobkit.declaration.config import declaration_from_environment
+
+    raw = {"types": {"typed": {"class": "jobs:TypedJob", "params_schema": SCHEMA}}}
+    environ = {"JOBKIT_DECLARATION": json.dumps(raw)}
+    schema = declaration_from_environment(environ).types["typed"].params_schema
+    assert schema is not None and schema._validator is None
+    with pytest.raises(InvalidParams, match="params must not contain"):
+        schema.check("typed", "j1", {"title": "Paris", "colour": "red"})
+    assert schema._validator is not None
+    # and one that does not compile fails the params it checks, with the reason
+    broken = {"types": {"typed": {"class": "jobs:TypedJob", "params_schema": {"type": "strng"}}}}
+    broken_schema = declaration_from_environment({"JOBKIT_DECLARATION": json.dumps(broken)}).types["typed"]
+    assert broken_schema.params_schema is not None
+    with pytest.raises(InvalidParams, match="cannot be checked against the schema"):
+        broken_schema.params_schema.check("typed", "j1", {"title": "Paris"})
+    # a declaration loaded from its file still refuses it at once
+    assert refusal({"type": "strng"}).startswith("is not a valid JSON Schema")

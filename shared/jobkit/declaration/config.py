@@ -29,7 +29,7 @@ from jobkit.core.resources import (
 )
 from jobkit.core.wire import TYPE_PATTERN
 from jobkit.declaration.options import TypeOption, Where, matches, no_unknown_keys, table
-from jobkit.declaration.params_schema import PARAMS_OPTIONS
+from jobkit.declaration.params_schema import PARAMS_OPTIONS, schemas_checked_on_use
 from jobkit.declaration.tracing import TRACING_OPTIONS
 from jobkit.declaration.type_options import CORE_OPTIONS, Backoff
 from jobkit.dedup.options import DEDUP_OPTIONS
@@ -199,8 +199,7 @@ class Declaration:
         return self.names.dlq(queue)
 
     @property
-    def table_name(self) -> str:
-        """The DynamoDB table that holds dedup, root-job and failure records."""
+    def table_name(self) -> str:  # the DynamoDB table of dedup, root-job, failure and flow records
         return self.names.table
 
     def for_runner(self, queue: str) -> Declaration:
@@ -220,10 +219,8 @@ class Declaration:
 
     def with_prefix(self, prefix: str) -> Declaration:
         """The same declaration deployed under another name prefix (a stage)."""
-        Where(self.source, "jobkit.prefix").check(
-            prefix, matches(PREFIX_PATTERN), "must match " + PREFIX_PATTERN.pattern
-        )
-        return replace(self, prefix=prefix)
+        where, expected = Where(self.source, "jobkit.prefix"), f"must match {PREFIX_PATTERN.pattern}"
+        return replace(self, prefix=where.check(prefix, matches(PREFIX_PATTERN), expected))
 
 
 def _queue_config(name: str, members: list[JobType]) -> QueueConfig:
@@ -277,7 +274,8 @@ def declaration_from_environment(environ: Mapping[str, str] | None = None) -> De
             raw = json.loads(environ["JOBKIT_DECLARATION"])
         except ValueError as exc:
             raise ConfigError("$JOBKIT_DECLARATION", "", f"not valid JSON: {exc}") from exc
-        declaration = parse_declaration(raw, source="$JOBKIT_DECLARATION")
+        with schemas_checked_on_use():  # checked when the template was made: compiled for the first job
+            declaration = parse_declaration(raw, source="$JOBKIT_DECLARATION")
     else:
         declaration = load_declaration(environ.get("JOBKIT_CONFIG"))
     prefix = environ.get("JOBKIT_PREFIX")
@@ -318,9 +316,11 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     refuse_shared_logical_ids(source, types, lambda name: f"types.{name}")
     refuse_shared_logical_ids(source, {t.queue for t in types.values()}, lambda _: "types.*.queue")
     refuse_names_aws_refuses(source, {t.queue: t.name for t in sorted(types.values(), key=lambda t: t.name)})
-    from jobkit.declaration.schedules import parse_schedules
+    schedules: Mapping[str, Schedule] = {}
+    if raw.get("schedules") is not None:  # a runner's declaration has none: its cold start skips the module
+        from jobkit.declaration.schedules import parse_schedules
 
-    schedules = parse_schedules(source, raw.get("schedules", {}), types)
+        schedules = parse_schedules(source, raw["schedules"], types)
     push_endpoint = None
     if "push_endpoint" in raw:
         from jobkit.endpoint.options import parse_endpoint

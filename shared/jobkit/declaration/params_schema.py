@@ -14,7 +14,9 @@ itself, and a schema need not mention them.
 
 A schema is part of the deploy-time declaration, like a job's class path: it is
 compiled into a validator when the declaration is loaded (fastjsonschema,
-imported only then, so a runner whose types declare none imports nothing), and
+imported only then, so a runner whose types declare none imports nothing; a
+runner, whose declaration was checked when its template was made, compiles
+each schema when its first job needs it: :func:`schemas_checked_on_use`), and
 it may refer only within itself (``$ref`` starting with ``#``), so checking
 params never reaches the network. A validator never changes the params (no
 ``default`` is filled in). ``format`` is an annotation, not checked (JSON
@@ -25,8 +27,10 @@ shape with ``pattern``.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +177,8 @@ def parse_params_schema(source: str, key: str, raw: Any, base_dir: Path | None) 
             source, key, f"may not require {named[0]!r}: the bookkeeping params are left out of the check"
         )
     schema = ParamsSchema(json.loads(json.dumps(document, ensure_ascii=False)))  # plain JSON, as declared
+    if not _COMPILE_AT_LOAD.get():
+        return schema
     try:
         validator = schema.validator()
     except ValueError as exc:
@@ -184,6 +190,23 @@ def parse_params_schema(source: str, key: str, raw: Any, base_dir: Path | None) 
     except Exception:  # {} may well fail the schema: that is no problem of the schema
         pass
     return schema
+
+
+#: Whether a schema is compiled as its declaration loads (to refuse one that does not compile).
+_COMPILE_AT_LOAD: ContextVar[bool] = ContextVar("jobkit_compile_schemas_at_load", default=True)
+
+
+@contextlib.contextmanager
+def schemas_checked_on_use() -> Iterator[None]:
+    """Declarations loaded in here compile each schema on its first use, not as
+    they load: for a declaration checked when it was written out (a runner's, from
+    its environment), whose cold start then compiles only the schemas its jobs use.
+    A schema that does not compile then fails the params it checks, with the reason."""
+    token = _COMPILE_AT_LOAD.set(False)
+    try:
+        yield
+    finally:
+        _COMPILE_AT_LOAD.reset(token)
 
 
 def _outside_refs(node: Any) -> list[Any]:
