@@ -92,8 +92,9 @@ class SideBySide:
         together = [i for i in order if self.together(entries[i], twice)] if self._limits else []
         if len(together) < 2:
             return {i: finish(entries[i]) for i in order}
+        dying = threading.Event()  # a job killed the invocation: no job starts after it
         futures: dict[int, Future[Any]] = {
-            i: self._parallel.submit(self._in_slot, entries[i], finish, fits) for i in together
+            i: self._parallel.submit(self._in_slot, entries[i], finish, fits, dying) for i in together
         }
         done: dict[int, R] = {}
         escaped: BaseException | None = None
@@ -112,13 +113,19 @@ class SideBySide:
                 done[index] = finish(entries[index])
         return done
 
-    def _in_slot(self, entry: Entry, finish: Callable[..., R], fits: Callable[[Entry], bool]) -> Any:
+    def _in_slot(
+        self, entry: Entry, finish: Callable[..., R], fits: Callable[[Entry], bool], dying: threading.Event
+    ) -> Any:
         delivery = entry.delivery
         assert delivery is not None
         with self._slots[delivery.job_type.name]:
-            if not fits(entry):
+            if dying.is_set() or not fits(entry):
                 return _NOT_STARTED
-            return finish(entry, beside=True)
+            try:
+                return finish(entry, beside=True)
+            except BaseException:
+                dying.set()
+                raise
 
 
 def _twice(entries: Sequence[Entry]) -> set[tuple[str, str | None, str]]:
