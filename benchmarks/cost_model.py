@@ -34,6 +34,8 @@ DYNAMODB_LATENCY_MS = 5.0  # a conditional write's round trip in-region (a typic
 IDLE_POLLERS = 5  # Lambda's SQS event source polls with several long-polling connections when idle
 LONG_POLL_S = 20
 SQS_CHUNK = 64 * 1024  # SQS bills each 64 KiB chunk of a payload as one request
+MAX_MESSAGE_BYTES = 1024 * 1024  # an SQS message, and a SendMessageBatch, at most
+LAMBDA_PAYLOAD_BYTES = 6 * 1024 * 1024  # a synchronous invocation's event, at most
 #: Lambda's own lines per invocation (START, END and REPORT, with an Init Duration on a cold start)
 PLATFORM_LOG_BYTES_PER_INVOCATION = 300
 #: The share of invocations that start a container: AWS's analysis of production workloads says "under 1%"
@@ -86,13 +88,23 @@ def log_output_per_job(jobs: int = 100) -> dict[str, float]:
     }
 
 
+def batches(payload_bytes: float, batch: int = BATCH) -> tuple[int, int]:
+    """Jobs per producer send (SendMessageBatch holds at most 1 MiB) and per
+    invocation (Lambda's 6 MB payload): a batch of ``batch`` at most."""
+    size = max(1, int(payload_bytes))
+    if size > MAX_MESSAGE_BYTES:
+        raise ValueError(f"a message of {size} bytes: SQS carries at most {MAX_MESSAGE_BYTES}")
+    return max(1, min(batch, MAX_MESSAGE_BYTES // size)), max(1, min(batch, LAMBDA_PAYLOAD_BYTES // size))
+
+
 def sqs_requests_per_job(payload_bytes: float, batch: int = BATCH) -> float:
     """Billed SQS requests per job: the producer's SendMessageBatch and the event
-    source mapping's ReceiveMessage carry the batch's bodies (each 64 KiB chunk
-    a request), its DeleteMessageBatch carries none. A batch holds at most 1 MiB."""
-    per_batch = max(1, min(batch, (1024 * 1024) // max(1, int(payload_bytes))))
-    chunks = max(1, math.ceil(per_batch * payload_bytes / SQS_CHUNK))
-    return (2 * chunks + 1) / per_batch
+    source mapping's ReceiveMessage carry the bodies (each 64 KiB chunk of a
+    request's payload a request), its DeleteMessageBatch carries none."""
+    sent, invoked = batches(payload_bytes, batch)
+    send = max(1, math.ceil(sent * payload_bytes / SQS_CHUNK)) / sent
+    receive = max(1, math.ceil(invoked * payload_bytes / SQS_CHUNK)) / invoked
+    return send + receive + 1 / invoked
 
 
 def logs_dollars_per_gb(gb_per_month: float) -> float:
@@ -122,17 +134,18 @@ def per_million(
     what a job waits on other services, as billed (shared when jobs wait side by
     side). A cold start, in ``COLD_START_SHARE`` of invocations, bills its INIT."""
     p = PRICES
+    invoked = batches(payload_bytes)[1]  # jobs per invocation
     duration_s = (
         kind["cpu_us_per_job"] / 1e6
         + round_trips_per_job * DYNAMODB_LATENCY_MS / 1000
         + wait_ms_per_job / 1000
-        + COLD_START_SHARE * init_ms / 1000 / BATCH
+        + COLD_START_SHARE * init_ms / 1000 / invoked
     )
-    bytes_per_job = log_bytes + PLATFORM_LOG_BYTES_PER_INVOCATION / BATCH
+    bytes_per_job = log_bytes + PLATFORM_LOG_BYTES_PER_INVOCATION / invoked
     gb_per_month = bytes_per_job * jobs_per_month / 1024**3
     costs = {
         "sqs": sqs_requests_per_job(payload_bytes) * p["sqs_per_million_requests"],
-        "lambda_requests": p["lambda_per_million_requests"] / BATCH,
+        "lambda_requests": p["lambda_per_million_requests"] / invoked,
         "lambda_compute": duration_s * MEMORY_GB * p["lambda_arm64_per_gb_second"] * 1e6,
         "dynamodb": kind["dynamodb_requests_per_job"] * p["dynamodb_per_million_write_units"],
         "logs": bytes_per_job * 1e6 / 1024**3 * logs_dollars_per_gb(gb_per_month),

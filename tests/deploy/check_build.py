@@ -49,17 +49,16 @@ def _bytecode(root: Path, what: str) -> list[str]:
     """Every module has unchecked hash-based bytecode for the runtime's Python (when
     the build had that Python), and none for any other."""
     from jobkit.core.resources import RUNTIME
-    from jobkit.sam.bytecode import runtime_python
+    from jobkit.sam.bytecode import usable_runtime_python, without_bytecode
 
     tag = "cpython-" + RUNTIME.removeprefix("python").replace(".", "")
     pycs = list(root.rglob("*.pyc"))
     problems = [f"{what} carries bytecode for another Python: {p}" for p in pycs if tag not in p.name][:3]
-    if runtime_python() is None:
+    if usable_runtime_python() is None:
         return problems  # the build said it ships none: the machine has no Python of the runtime's version
-    sources = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
-    missing = [p for p in sources if not (p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file()]
+    missing = without_bytecode(root)
     if missing:
-        problems.append(f"{what}: {len(missing)} of {len(sources)} modules lack {tag} bytecode, e.g. {missing[0]}")
+        problems.append(f"{what}: {len(missing)} modules lack {tag} bytecode, e.g. {missing[0]}")
     flags = {int.from_bytes(p.read_bytes()[4:8], "little") for p in pycs}
     if flags - {1}:  # bit 0: hash-based; bit 1: checked against the source
         problems.append(f"{what}: bytecode that is not unchecked hash-based (pyc flags {sorted(flags)})")

@@ -387,3 +387,35 @@ def test_a_body_over_1_mib_that_arrived_anyway_is_poison_not_a_crash(corpus_stac
     assert corpus_stack.size_rule.rejected == rejected_before  # type: ignore[attr-defined]  # the copy fits
     delete(corpus_stack, corpus_stack.queue_urls["test-noop-dlq"], [dead])
     delete(corpus_stack, url, [m for m in messages if m["Body"] != big])
+
+
+def test_a_runners_schema_that_does_not_compile_retries_its_jobs_and_dead_letters_them_with_that_reason() -> None:
+    # A runner compiles a type's params schema when its first job needs it (its declaration
+    # was checked when the template was made). Found by review: a schema that does not
+    # compile (a hand-edited environment) blamed each job's params and dead-lettered it at
+    # once. It is the deploy's fault: the job is retried, for a deploy that fixes it, and
+    # dead-lettered on its last receive with the schema named
+    import json
+
+    from jobkit.declaration.config import declaration_from_environment, declaration_to_dict
+    from jobkit.sqs import TYPE_ATTRIBUTE
+
+    raw = {
+        "jobkit": {"prefix": "schema"},
+        "types": {"typed": {"class": "testjobs:NoopJob", "max_attempts": 2, "params_schema": {"pattern": "("}}},
+    }
+    declaration = declaration_from_environment({"JOBKIT_DECLARATION": json.dumps(raw)})
+    assert declaration_to_dict(declaration)["types"]["typed"]["params_schema"] == {"pattern": "("}
+    with LocalStack(declaration, clock=VirtualClock(START)) as stack:
+        spec = JobSpecification("typed", {"title": "Paris"}).stamped(START)
+        stack.sqs.send_message(
+            QueueUrl=stack.queue_url("typed"),
+            MessageBody=spec.to_message(),
+            MessageAttributes={TYPE_ATTRIBUTE: string_attribute("typed")},
+        )
+        stack.drain()
+        assert [r.outcome for r in stack.results.results] == [Outcome.RETRIED, Outcome.DEAD_LETTERED]
+        [dead] = stack.dead_letters("typed")
+        reason = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items() if k.startswith("jobkit.")}
+        assert reason["jobkit.reason"] == "internal_error"
+        assert "types.typed.params_schema: is not a valid JSON Schema" in reason["jobkit.error"]

@@ -83,3 +83,20 @@ def test_a_python_on_the_path_that_does_not_run_or_is_another_version_is_passed_
     for path in (shim, wrapper):
         monkeypatch.setenv("PATH", f"{path}{os.pathsep}{os.environ['PATH']}")
         assert runtime_python("python3.99", {"PYENV_ROOT": str(tmp_path / "no-pyenv")}) is None
+
+
+def test_modules_left_without_bytecode_are_named_and_the_developers_environment_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by review: a file that does not compile was not named; a PYTHONPYCACHEPREFIX or
+    # PYTHONOPTIMIZE in the builder's shell put the bytecode where Lambda never looks
+    root = _tree(tmp_path / "my code")
+    (root / "jobs" / "legacy.py").write_text("print 'python 2'\n")
+    (root / "jobs" / "sub").mkdir()
+    (root / "jobs" / "sub" / "broken.py").write_text("def f(:\n")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("PYTHONOPTIMIZE", "1")
+    problem = compile_for_runtime(root, runtime=THIS, python=sys.executable)
+    assert problem is not None
+    assert problem.startswith("2 module(s) ship without bytecode (jobs/legacy.py, jobs/sub/broken.py)")
+    assert (root / "jobs" / "__pycache__" / f"welcome.{TAG}.pyc").is_file()

@@ -317,7 +317,7 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     refuse_shared_logical_ids(source, {t.queue for t in types.values()}, lambda _: "types.*.queue")
     refuse_names_aws_refuses(source, {t.queue: t.name for t in sorted(types.values(), key=lambda t: t.name)})
     schedules: Mapping[str, Schedule] = {}
-    if raw.get("schedules") is not None:  # a runner's declaration has none: its cold start skips the module
+    if "schedules" in raw:  # a runner's declaration has none: its cold start skips the module
         from jobkit.declaration.schedules import parse_schedules
 
         schedules = parse_schedules(source, raw["schedules"], types)

@@ -72,11 +72,12 @@ class ParamsSchema:
         document: the schema as declared (JSON).
     """
 
-    __slots__ = ("_validator", "document")
+    __slots__ = ("_broken", "_validator", "document")
 
     def __init__(self, document: Mapping[str, Any]) -> None:
         self.document: dict[str, Any] = dict(document)
         self._validator: Callable[..., Any] | None = None
+        self._broken: ValueError | None = None  # it did not compile: said once, not compiled again
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ParamsSchema) and other.document == self.document
@@ -94,8 +95,9 @@ class ParamsSchema:
         from fastjsonschema import JsonSchemaValueException
 
         checked = {k: v for k, v in params.items() if k not in BOOKKEEPING_PARAMS}
+        validator = self.validator()  # a schema that does not compile is no fault of the params
         try:
-            self.validator()(checked, name_prefix="params")
+            validator(checked, name_prefix="params")
         except JsonSchemaValueException as exc:
             return _shortened(str(exc.message))
         except Exception as exc:  # OverflowError, RecursionError, ...: not params the job can take
@@ -103,14 +105,23 @@ class ParamsSchema:
         return None
 
     def check(self, job_type: str, job_id: str, params: Mapping[str, Any]) -> None:
-        """Raise :class:`InvalidParams` if ``params`` do not match."""
-        problem = self.mismatch(params)
+        """Raise :class:`InvalidParams` if ``params`` do not match; a
+        :class:`ConfigError` if the schema itself does not compile (a declaration
+        that was never checked: the job is retried, for a deploy that fixes it)."""
+        try:
+            problem = self.mismatch(params)
+        except ValueError as exc:
+            raise ConfigError(
+                "the declaration", f"types.{job_type}.params_schema", f"{exc}: deploy a declaration whose schema does"
+            ) from None
         if problem is not None:
             raise InvalidParams(job_type, job_id, problem)
 
     def validator(self) -> Callable[..., Any]:
         """The compiled validator (a :class:`ValueError` if the schema is not one)."""
         if self._validator is None:
+            if self._broken is not None:
+                raise self._broken
             import fastjsonschema
 
             try:
@@ -118,7 +129,8 @@ class ParamsSchema:
                     self.document, handlers={}, use_default=False, use_formats=False
                 )
             except Exception as exc:  # whatever a schema makes the compiler raise (re.error, say)
-                raise ValueError(f"is not a valid JSON Schema: {exc}") from exc
+                self._broken = ValueError(f"is not a valid JSON Schema: {exc}")
+                raise self._broken from exc
         return self._validator
 
 
@@ -201,7 +213,9 @@ def schemas_checked_on_use() -> Iterator[None]:
     """Declarations loaded in here compile each schema on its first use, not as
     they load: for a declaration checked when it was written out (a runner's, from
     its environment), whose cold start then compiles only the schemas its jobs use.
-    A schema that does not compile then fails the params it checks, with the reason."""
+    A schema that does not compile then fails each check with a :class:`ConfigError`
+    that names it: the runner retries such a job (a deploy may fix the schema),
+    and dead-letters it with that reason on its last receive."""
     token = _COMPILE_AT_LOAD.set(False)
     try:
         yield

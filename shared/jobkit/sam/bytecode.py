@@ -36,28 +36,34 @@ def runtime_python(runtime: str = RUNTIME, environ: Mapping[str, str] | None = N
     ``$JOBKIT_RUNTIME_PYTHON`` names (as named: a wrong one is reported, not
     passed over), else the first that runs and is that version of ``python3.12``
     on the PATH (a pyenv shim of a version not activated does not run), a pyenv
-    install of it, and the Python running the build."""
+    install of a release of it (the newest), and the Python running the build."""
     environ = os.environ if environ is None else environ
     named = environ.get(RUNTIME_PYTHON_VARIABLE)
     if named:
         return named
     version = runtime.removeprefix("python")
     pyenv = Path(environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-    candidates = [
-        shutil.which(runtime),
-        *sorted(str(p) for p in pyenv.glob(f"{version}*/bin/{runtime}")),
-        sys.executable,
+    releases = [
+        p for p in pyenv.glob(f"{version}.*/bin/{runtime}") if p.parts[-3].removeprefix(f"{version}.").isdigit()
     ]
-    for candidate in candidates:
+    releases.sort(key=lambda p: int(p.parts[-3].rsplit(".", 1)[1]), reverse=True)  # no alpha: its bytecode differs
+    for candidate in [shutil.which(runtime), *map(str, releases), sys.executable]:
         if candidate and _version_of(candidate) == version:
             return candidate
     return None
 
 
+def usable_runtime_python(runtime: str = RUNTIME) -> str | None:
+    """:func:`runtime_python`, if it runs as CPython of the runtime's version."""
+    python = runtime_python(runtime)
+    return python if python is not None and _version_of(python) == runtime.removeprefix("python") else None
+
+
 def compile_for_runtime(root: Path, runtime: str = RUNTIME, python: str | None = None) -> str | None:
     """Compile every ``.py`` under ``root`` into unchecked hash-based pycs for
-    ``runtime``. Returns ``None``, or what went wrong and what to do (the build
-    goes on: code without bytecode runs, only its cold starts are slower)."""
+    ``runtime``, beside the sources. Returns ``None``, or what went wrong and what
+    to do (the build goes on: code without bytecode runs, only its cold starts
+    are slower), naming the modules left without bytecode."""
     python = python or runtime_python(runtime)
     if python is None:
         return (
@@ -72,22 +78,41 @@ def compile_for_runtime(root: Path, runtime: str = RUNTIME, python: str | None =
             f"{python} is {found}, not {wanted}: the code ships without bytecode. Point "
             f"{RUNTIME_PYTHON_VARIABLE} at a Python {wanted} and run sam build again"
         )
-    command = [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(root)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        failed = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()][-3:]
-        return "some files did not compile, and ship without bytecode: " + " / ".join(failed)
+    command = [python, "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", str(root)]
+    # the pycs go beside the sources, unoptimised, whatever the developer's environment says
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPYCACHEPREFIX", "PYTHONOPTIMIZE", "PYTHONHOME")}
+    subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    missing = without_bytecode(root, runtime)
+    if missing:
+        shown = ", ".join(str(p.relative_to(root)) for p in missing[:3]) + (", ..." if len(missing) > 3 else "")
+        return (
+            f"{len(missing)} module(s) ship without bytecode ({shown}): Python {wanted} could not compile them"
+            " (a syntax error, or a file it cannot write beside)"
+        )
     return None
+
+
+def without_bytecode(root: Path, runtime: str = RUNTIME) -> list[Path]:
+    """The modules under ``root`` that have no bytecode for ``runtime`` beside them."""
+    tag = "cpython-" + runtime.removeprefix("python").replace(".", "")
+    sources = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    return [p for p in sources if not (p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file()]
 
 
 def _version_of(python: str) -> str | None:
     try:
         done = subprocess.run(
-            [python, "-c", "import sys; print(f'{sys.version_info.major}.{sys.version_info.minor}')"],
+            [
+                python,
+                "-c",
+                "import sys; print(f'{sys.implementation.name} {sys.version_info[0]}.{sys.version_info[1]}')",
+            ],
             capture_output=True,
             text=True,
             check=True,
+            timeout=30,
         )
-    except (OSError, subprocess.CalledProcessError):
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip()
+    implementation, _, version = done.stdout.strip().partition(" ")
+    return version if implementation == "cpython" else None
