@@ -9,7 +9,10 @@ Lambda runs a function's code from read-only directories, where Python can
 write no bytecode cache: the container with its DynamoDB client is also
 measured so, from a read-only copy of jobkit and Powertools (as the layer
 holds them) without bytecode, and with the unchecked hash-based bytecode that
-``sam build`` ships (:mod:`jobkit.sam.bytecode`).
+``sam build`` ships (:mod:`jobkit.sam.bytecode`); and so is the Powertools
+handler, as ``sam build`` ships it: no bytecode survives SAM's packaging, which
+writes every file with a 1980 timestamp (aws/aws-lambda-builders#924). boto3
+and botocore are the runtime's, with their bytecode, on every side.
 
 Each repeat runs every statement once, in a rotating order, so drift hits all
 alike; a ratio is the median of the repeats' own ratios (paired), not a ratio
@@ -48,14 +51,19 @@ STATEMENTS = {
 LAYERS = {"read_only_no_bytecode": False, "read_only_shipped_bytecode": True}
 
 
-def _layer(root: Path, bytecode: bool) -> Path:
-    """jobkit and Powertools as the layer holds them, read-only (the rest, boto3
-    among it, is the runtime's: its bytecode is there on Lambda too)."""
+def _layer(root: Path, bytecode: bool, *, jobkit: bool = True) -> Path:
+    """jobkit (or the Powertools handler) and Powertools as Lambda holds them,
+    read-only (the rest, boto3 among it, is the runtime's: its bytecode is there
+    on Lambda too)."""
     ignored = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "shared" / "jobkit", root / "jobkit", ignore=ignored)
-    shutil.copytree(
-        Path(sysconfig.get_paths()["purelib"]) / "aws_lambda_powertools", root / "aws_lambda_powertools", ignore=ignored
-    )
+    packages = Path(sysconfig.get_paths()["purelib"])
+    if jobkit:
+        shutil.copytree(ROOT / "shared" / "jobkit", root / "jobkit", ignore=ignored)
+    else:
+        root.mkdir(parents=True)
+        shutil.copy(ROOT / "benchmarks" / "powertools_handler.py", root)
+    shutil.copytree(packages / "aws_lambda_powertools", root / "aws_lambda_powertools", ignore=ignored)
+    shutil.copy(packages / "typing_extensions.py", root)
     if bytecode:
         subprocess.run(
             [sys.executable, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(root)],
@@ -106,6 +114,10 @@ def run(repeats: int = 15) -> dict[str, Any]:
             layer = _layer(Path(scratch) / name, bytecode)
             pythonpath = os.pathsep.join([str(layer), str(ROOT / "benchmarks")])
             runs[name] = (STATEMENTS["handler_build_and_table"], {**env, "PYTHONPATH": pythonpath})
+        # The Powertools handler as sam build ships it: no bytecode that survives packaging
+        # (SAM writes its zips with 1980 timestamps: aws/aws-lambda-builders#924)
+        handler = _layer(Path(scratch) / "powertools_read_only", False, jobkit=False)
+        runs["powertools_read_only"] = ("import powertools_handler", {**env, "PYTHONPATH": str(handler)})
         names = list(runs)
         timings: dict[str, list[float]] = {name: [] for name in names}
         try:
@@ -133,6 +145,9 @@ def run(repeats: int = 15) -> dict[str, Any]:
         "read_only_shipped_bytecode_ms": medians["read_only_shipped_bytecode"],
         "shipped_bytecode_vs_none": _paired(timings, "read_only_shipped_bytecode", "read_only_no_bytecode"),
         "read_only_shipped_vs_powertools": _paired(timings, "read_only_shipped_bytecode", "powertools"),
+        "powertools_read_only_ms": medians["powertools_read_only"],
+        "as_lambda_runs_it_vs_powertools": _paired(timings, "read_only_shipped_bytecode", "powertools_read_only"),
+        "as_lambda_runs_it_vs_baseline": _paired(timings, "read_only_shipped_bytecode", "baseline"),
     }
 
 

@@ -158,16 +158,17 @@ BUDGETS = [
         _soak_over_baseline,
     ),
     Budget(
-        "cold start with its DynamoDB client vs Powertools BatchProcessor + Idempotency (which makes it at import)",
+        "cold start with its DynamoDB client as Lambda runs it (read-only, the bytecode sam build ships) vs"
+        " Powertools BatchProcessor + Idempotency as sam build ships it (no bytecode survives its packaging)",
         "x",
         1.0,
-        lambda r: r["coldstart"]["with_table_client_vs_powertools"],
+        lambda r: r["coldstart"]["as_lambda_runs_it_vs_powertools"],
     ),
     Budget(
-        "cold start with its DynamoDB client vs import boto3 and one client",
+        "cold start with its DynamoDB client as Lambda runs it vs import boto3 and one client (the runtime's)",
         "x",
         1.25,
-        lambda r: r["coldstart"]["with_table_client_vs_baseline"],
+        lambda r: r["coldstart"]["as_lambda_runs_it_vs_baseline"],
     ),
 ]
 

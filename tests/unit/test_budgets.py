@@ -45,6 +45,8 @@ def results(**overrides: Any) -> dict[str, Any]:
             "with_table_client_vs_powertools": 0.9,
             "with_table_client_vs_baseline": 1.1,
             "shipped_bytecode_vs_none": 0.8,
+            "as_lambda_runs_it_vs_powertools": 0.8,
+            "as_lambda_runs_it_vs_baseline": 1.2,
         },
         "local_depth": {"push_ms_per_job_at_100k": 1.0, "drain_ms_per_job_at_100k": 1.5},
         "soak": {"jobs": 50_000, "wall_s": 150.0},

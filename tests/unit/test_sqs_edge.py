@@ -173,3 +173,15 @@ def test_a_binary_attribute_is_sent_again_as_the_bytes_it_was() -> None:
     boto_shaped = {"trace": {"DataType": "Binary", "BinaryValue": b"\x00\x01\xfftrace"}}
     assert sendable_attributes(lambda_shaped) == sendable_attributes(boto_shaped)
     assert sendable_attributes(lambda_shaped)["trace"] == {"DataType": "Binary", "BinaryValue": b"\x00\x01\xfftrace"}
+
+
+def test_the_characters_sqs_refuses_are_exactly_those_outside_its_allowed_ranges() -> None:
+    # SendMessage takes #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF only;
+    # the pattern names the rest (a negated class of the allowed ranges is slow to compile)
+    from jobkit.core.wire import NOT_SQS_TEXT
+
+    def allowed(code: int) -> bool:
+        return code in (0x9, 0xA, 0xD) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or code >= 0x10000
+
+    wrong = [code for code in range(0x110000) if (NOT_SQS_TEXT.match(chr(code)) is None) != allowed(code)]
+    assert wrong == []

@@ -52,8 +52,10 @@ MAX_DOMAIN_BYTES = 255
 MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 #: A character SQS refuses in a message body or a string attribute value: it
 #: takes #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF only
-#: (SendMessage), and refuses the whole message otherwise.
-NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+#: (SendMessage), and refuses the whole message otherwise. Written as the
+#: characters it refuses (the same set, every code point checked): the negated
+#: class costs 3 ms to compile, at every runner's cold start.
+NOT_SQS_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def sqs_json(body: str) -> str:
