@@ -44,6 +44,23 @@ def moto_server() -> Iterator[str]:
         process.wait(timeout=10)
 
 
+def runner_environment(declaration: dict[str, Any], queue: str) -> dict[str, str]:
+    """The environment of a runner container, as the template gives it (its
+    declaration as JSON, its queue), for a fresh interpreter that imports jobkit
+    and the benchmarks' job classes from this repo."""
+    import json
+
+    return {
+        **os.environ,
+        **CREDENTIALS,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT / "benchmarks")]),
+        "POWERTOOLS_SERVICE_NAME": "jobs",
+        "JOBKIT_DECLARATION": json.dumps(declaration),
+        "JOBKIT_QUEUE_URLS": "{}",
+        "JOBKIT_QUEUE": queue,
+    }
+
+
 @contextlib.contextmanager
 def environment(values: dict[str, str]) -> Iterator[None]:
     """Set environment variables for the block, then put back what was there."""

@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT
+from _common import ROOT, runner_environment
 
 STATEMENTS = {
     "baseline": "import boto3; boto3.client('sqs', region_name='us-east-1')",
@@ -94,20 +94,9 @@ def _paired(timings: dict[str, list[float]], name: str, against: str) -> float:
 def run(repeats: int = 15) -> dict[str, Any]:
     from jobkit.declaration.config import declaration_to_dict, load_declaration
 
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT / "benchmarks")]),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "POWERTOOLS_SERVICE_NAME": "jobs",
-        # what the template gives the runner of refreshLinks: its queue's types and those they push
-        "JOBKIT_DECLARATION": json.dumps(
-            declaration_to_dict(load_declaration(ROOT / "infra" / "jobs.toml").for_runner("refreshLinks"))
-        ),
-        "JOBKIT_QUEUE_URLS": "{}",
-        "JOBKIT_QUEUE": "refreshLinks",
-    }
+    # what the template gives the runner of refreshLinks: its queue's types and those they push
+    declaration = load_declaration(ROOT / "infra" / "jobs.toml").for_runner("refreshLinks")
+    env = runner_environment(declaration_to_dict(declaration), "refreshLinks")
     runs = {name: (statement, env) for name, statement in STATEMENTS.items()}
     with tempfile.TemporaryDirectory() as scratch:
         for name, bytecode in LAYERS.items():

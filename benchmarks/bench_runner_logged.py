@@ -16,13 +16,12 @@ ratios (paired), since this machine's speed drifts.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
 from typing import Any
 
-from _common import ROOT
+from _common import runner_environment
 
 JOBKIT = """
 import sys, time, jobkit.handler
@@ -71,18 +70,9 @@ sys.stderr.write(str((time.process_time() - cpu) / jobs * 1e6))
 
 def _environment() -> dict[str, str]:
     # a plain type: a job that succeeds makes no AWS request (no claim, no SQS call)
-    declaration = {"jobkit": {"prefix": "bench"}, "types": {"plain": {"class": "bench_jobs:NoopJob"}}}
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT / "benchmarks")]),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "POWERTOOLS_SERVICE_NAME": "jobs",
-        "JOBKIT_DECLARATION": json.dumps(declaration),
-        "JOBKIT_QUEUE_URLS": "{}",
-        "JOBKIT_QUEUE": "plain",
-    }
+    return runner_environment(
+        {"jobkit": {"prefix": "bench"}, "types": {"plain": {"class": "bench_jobs:NoopJob"}}}, "plain"
+    )
 
 
 def _cpu_us_per_job(code: str, jobs: int, env: dict[str, str]) -> float:

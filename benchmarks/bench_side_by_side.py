@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
 from typing import Any
 
-from _common import ROOT
+from _common import runner_environment
 
 BATCH, WAIT_MS = 10, 100
 
@@ -79,21 +78,8 @@ timed(handler)
 
 
 def _environment(batch_concurrency: int) -> dict[str, str]:
-    declaration = {
-        "jobkit": {"prefix": "bench"},
-        "types": {"waits": {"class": "bench_jobs:WaitJob", "batch_concurrency": batch_concurrency}},
-    }
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT / "benchmarks")]),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "POWERTOOLS_SERVICE_NAME": "jobs",
-        "JOBKIT_DECLARATION": json.dumps(declaration),
-        "JOBKIT_QUEUE_URLS": "{}",
-        "JOBKIT_QUEUE": "waits",
-    }
+    waits = {"class": "bench_jobs:WaitJob", "batch_concurrency": batch_concurrency}
+    return runner_environment({"jobkit": {"prefix": "bench"}, "types": {"waits": waits}}, "waits")
 
 
 def _batch_ms(code: str, batches: int, wait_ms: int, env: dict[str, str]) -> list[float]:

@@ -48,10 +48,9 @@ def main(build_dir: Path) -> list[str]:
 def _bytecode(root: Path, what: str) -> list[str]:
     """Every module has unchecked hash-based bytecode for the runtime's Python (when
     the build had that Python), and none for any other."""
-    from jobkit.core.resources import RUNTIME
-    from jobkit.sam.bytecode import usable_runtime_python, without_bytecode
+    from jobkit.sam.bytecode import bytecode_tag, usable_runtime_python, without_bytecode
 
-    tag = "cpython-" + RUNTIME.removeprefix("python").replace(".", "")
+    tag = bytecode_tag()
     pycs = list(root.rglob("*.pyc"))
     problems = [f"{what} carries bytecode for another Python: {p}" for p in pycs if tag not in p.name][:3]
     if usable_runtime_python() is None:

@@ -91,7 +91,12 @@ class ParamsSchema:
     def mismatch(self, params: Mapping[str, Any]) -> str | None:
         """The first way ``params`` (less the bookkeeping params) fail the schema, or
         ``None``. Params the check cannot get through (a 400-digit number against a
-        ``multipleOf``, nesting deeper than the interpreter's stack) fail it too."""
+        ``multipleOf``, nesting deeper than the interpreter's stack) fail it too.
+
+        Raises:
+            ValueError: the schema itself does not compile (a declaration that
+                was never checked: see :func:`schemas_checked_on_use`).
+        """
         from fastjsonschema import JsonSchemaValueException
 
         checked = {k: v for k, v in params.items() if k not in BOOKKEEPING_PARAMS}

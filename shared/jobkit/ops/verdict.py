@@ -118,7 +118,10 @@ def check_times(spec: JobSpecification, now: float) -> Verdict | None:
 def check_params(spec: JobSpecification, schema: ParamsSchema | None) -> Verdict | None:
     """The runner's params check against the type's declared schema, made again.
     ``None``: it passes, or the type declares no schema."""
-    problem = schema.mismatch(spec.params) if schema is not None else None
+    try:
+        problem = schema.mismatch(spec.params) if schema is not None else None
+    except ValueError:  # the schema itself does not compile: the runner retries such a job, it is not poison
+        return None
     if problem is None:
         return None
     error = InvalidParams(spec.type, spec.id, problem)

@@ -92,9 +92,14 @@ def compile_for_runtime(root: Path, runtime: str = RUNTIME, python: str | None =
     return None
 
 
+def bytecode_tag(runtime: str = RUNTIME) -> str:
+    """The interpreter tag in the names of ``runtime``'s pycs (``cpython-312``)."""
+    return "cpython-" + runtime.removeprefix("python").replace(".", "")
+
+
 def without_bytecode(root: Path, runtime: str = RUNTIME) -> list[Path]:
     """The modules under ``root`` that have no bytecode for ``runtime`` beside them."""
-    tag = "cpython-" + runtime.removeprefix("python").replace(".", "")
+    tag = bytecode_tag(runtime)
     sources = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
     return [p for p in sources if not (p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file()]
 

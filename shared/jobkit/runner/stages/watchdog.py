@@ -47,7 +47,7 @@ class DeadlineWatchdog:
         self._clock = clock
         self._record = record
 
-    def arm(self, deadline: float, timeout_s: float, running: Callable[[], list[tuple[Delivery, Run]]]) -> Alarm:
+    def arm(self, deadline: float, timeout_s: float, running: Callable[[], list[Delivery]]) -> Alarm:
         """Arm one alarm for an invocation whose deadline is ``deadline`` (epoch
         seconds): when it goes off, each job that ``running()`` names is recorded."""
 
@@ -57,8 +57,11 @@ class DeadlineWatchdog:
                 f"still running {max(0.0, deadline - now):.1f} s before the Lambda deadline"
                 f" (timeout {timeout_s:g} s): the invocation is about to be stopped"
             )
-            for delivery, _ in running():
-                self._timed_out(delivery, now, message)
+            for delivery in running():
+                try:
+                    self._timed_out(delivery, now, message)
+                except Exception:  # one job's record that cannot be written leaves the others' to write
+                    log.exception("could not record a job about to time out", extra=delivery.keys)
 
         return self._clock.call_at(deadline - margin_s(timeout_s), fire)
 
@@ -102,7 +105,7 @@ class Watchdog(Stage):
         self._watchdog = watchdog
         self._timeout_s = timeout_s
         self._lock = threading.Lock()  # jobs of a batch may run side by side
-        self._running: dict[int, tuple[Delivery, Run]] = {}
+        self._running: dict[int, Delivery] = {}  # by the run's id
         self._alarm: Alarm | None = None
 
     def begin_batch(self) -> None:
@@ -113,7 +116,7 @@ class Watchdog(Stage):
             return
         key = id(run)
         with self._lock:
-            self._running[key] = (delivery, run)
+            self._running[key] = delivery
             if self._alarm is None:
                 deadline = run.started_at + delivery.remaining_s(self._timeout_s)
                 self._alarm = self._watchdog.arm(deadline, self._timeout_s, self._still_running)
@@ -122,7 +125,7 @@ class Watchdog(Stage):
     def end_batch(self) -> None:
         self._disarm()
 
-    def _still_running(self) -> list[tuple[Delivery, Run]]:
+    def _still_running(self) -> list[Delivery]:
         with self._lock:
             return list(self._running.values())
 
