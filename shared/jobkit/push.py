@@ -20,11 +20,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from jobkit.core.clock import Clock, SystemClock
-from jobkit.core.correlation import current_correlation_id, current_traceparent, current_xray_header, new_correlation_id
 from jobkit.core.errors import FailedJob, JobKitError, JobQueueError, SpecError
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration, JobType, declaration_from_environment
@@ -33,10 +31,8 @@ from jobkit.jobs import lazy_push
 from jobkit.jobs.children import ChildIds, derived_job_id
 from jobkit.jobs.lazy_push import ASGIApp
 from jobkit.sqs import (
-    CORRELATION_ATTRIBUTE,
     MAX_JOB_BYTES,
     RUNNER_RESERVED_BYTES,
-    TRACEPARENT_ATTRIBUTE,
     TYPE_ATTRIBUTE,
     Outgoing,
     SendResult,
@@ -45,11 +41,14 @@ from jobkit.sqs import (
     message_size,
     send_with_retries,
     string_attribute,
-    xray_system_attribute,
 )
+from jobkit.sqs.origin import Origin
+from jobkit.status.control import JobControl, JobControlMethods
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
+
+    from jobkit.records.store import Records
 
 __all__ = ["JobQueueGroup", "PushTransport", "RootJobRecorder", "derived_job_id"]
 
@@ -83,6 +82,7 @@ class _Shared:
     declaration: Declaration
     transport: PushTransport
     root_recorder: RootJobRecorder | None
+    records: Records | None
     clock: Clock
     sleep: Callable[[float], None]
     max_send_attempts: int
@@ -90,7 +90,7 @@ class _Shared:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class JobQueueGroup:
+class JobQueueGroup(JobControlMethods):
     """Pushes jobs for one domain (MediaWiki's JobQueueGroup for one wiki).
 
     Apps get one with ``jobkit.queue_group(domain)``, which :mod:`jobkit.wiring`
@@ -108,6 +108,7 @@ class JobQueueGroup:
             is required.
         queue_urls: SQS queue name -> URL, to skip GetQueueUrl (the deployed stack sets these).
         dedup_store: records root-job timestamps after a root job is sent.
+        records: the jobs table, for ``cancel``, ``cancel_all``, ``status`` and ``wait``.
         clock: the time source for enqueue timestamps and delays.
         max_send_attempts: tries per entry before it is reported as not enqueued.
         sleep: how to wait between tries (tests pass a no-op).
@@ -123,6 +124,7 @@ class JobQueueGroup:
         sqs_client_factory: Callable[[], SQSClient] | None = None,
         queue_urls: Mapping[str, str] | None = None,
         dedup_store: RootJobRecorder | None = None,
+        records: Records | None = None,
         clock: Clock | None = None,
         max_send_attempts: int = 5,
         sleep: Callable[[float], None] = time.sleep,
@@ -146,6 +148,7 @@ class JobQueueGroup:
                 declaration=declaration,
                 transport=transport,
                 root_recorder=dedup_store,
+                records=records,
                 clock=clock or SystemClock(),
                 sleep=sleep,
                 max_send_attempts=max(1, max_send_attempts),
@@ -199,7 +202,7 @@ class JobQueueGroup:
             return []
         now = self._shared.clock.now()
         # One correlation ID per push() outside a request or job (see jobkit.core.correlation).
-        messages, failed = self._prepare(specs, now, _Origin.current())
+        messages, failed = self._prepare(specs, now, Origin.current())
         result = send_with_retries(
             self._shared.transport.send_batch,
             messages,
@@ -291,6 +294,12 @@ class JobQueueGroup:
             return False
         return True
 
+    def _job_control(self) -> JobControl:
+        shared = self._shared
+        if shared.records is None:
+            raise JobKitError("this JobQueueGroup has no jobs table: use jobkit.queue_group(), or pass records")
+        return JobControl(shared.declaration, shared.records, shared.clock, shared.sleep)
+
     # -- internals -------------------------------------------------------------
 
     def _adopt(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[JobSpecification]:
@@ -304,7 +313,7 @@ class JobQueueGroup:
         return spec if spec.domain is not None or self.domain is None else spec.replace(domain=self.domain)
 
     def _prepare(
-        self, specs: Sequence[JobSpecification], now: float, origin: _Origin
+        self, specs: Sequence[JobSpecification], now: float, origin: Origin
     ) -> tuple[list[Outgoing[JobSpecification]], list[FailedJob]]:
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -322,7 +331,7 @@ class JobQueueGroup:
                 failed.append(FailedJob(original.id, original.type, type(exc).__name__, str(exc)))
         return messages, failed
 
-    def _message(self, spec: JobSpecification, now: float, origin: _Origin) -> Outgoing[JobSpecification]:
+    def _message(self, spec: JobSpecification, now: float, origin: Origin) -> Outgoing[JobSpecification]:
         job_type = self._declared_type(spec.type)
         job_type.check_job(spec, now)  # refuse here what a runner would dead-letter as poison
         queue_url = self._shared.transport.queue_url(spec.type)
@@ -366,26 +375,3 @@ class JobQueueGroup:
                     # The job is enqueued; failing the push now would make the app push
                     # it again. The runner records the timestamp when it meets the root.
                     log.warning("could not record root job %s: %s", spec.id, exc)
-
-
-@dataclass(frozen=True)
-class _Origin:
-    """What a push stamps on each message about where its jobs came from: the
-    correlation ID (``CorrelationId``), the OpenTelemetry ``traceparent``, and
-    the X-Ray trace header (the ``AWSTraceHeader`` system attribute)."""
-
-    attributes: dict[str, Any]
-    system: dict[str, Any]
-
-    @cached_property
-    def size(self) -> int:
-        """The bytes its attributes add to each message (the same for every job of a push)."""
-        return message_size("", self.attributes)
-
-    @staticmethod
-    def current() -> _Origin:
-        attributes = {CORRELATION_ATTRIBUTE: string_attribute(current_correlation_id() or new_correlation_id())}
-        traceparent = current_traceparent()
-        if traceparent is not None:
-            attributes[TRACEPARENT_ATTRIBUTE] = string_attribute(traceparent)
-        return _Origin(attributes, xray_system_attribute(current_xray_header()))

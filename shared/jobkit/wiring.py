@@ -249,6 +249,7 @@ class Wiring:
             sqs_client_factory=lambda: self.clients.sqs,
             queue_urls=self.queue_urls,
             dedup_store=store.roots,
+            records=store.records,
             clock=self.clock,
             sleep=self._sleep,
         )

@@ -92,9 +92,9 @@ def test_every_stage_class_is_declared_once() -> None:
 def test_a_runner_builds_the_stages_its_types_call_for_in_the_declared_order() -> None:
     plain = built("jobs.toml", "noop")
     assert plain == [
+        "Status",
         "DelayHop",
         "PastLastAttempt",
-        "Status",
         "JobInstance",
         "Recount",
         "Dedup",
@@ -121,7 +121,7 @@ def test_a_runner_without_flow_control_never_imports_those_stages() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('jobkit.runner.stages.')))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    for name in ("debounce", "concurrency", "rate_limit", "trace"):
+    for name in ("debounce", "concurrency", "rate_limit", "trace", "cancel"):
         assert f"jobkit.runner.stages.{name}'" not in out
     assert "jobkit.runner.stages.dedup'" in out
 

@@ -100,3 +100,26 @@ class JobFailed(JobKitError):
 class HeldTooLong(JobKitError):
     """Flow control held a job back longer than its type's ``max_held_s``: it is
     dead-lettered without running, to be redriven when the limit allows."""
+
+
+class NotCancellable(JobKitError):
+    """A job of a type that does not declare ``cancellable = true`` cannot be cancelled."""
+
+    def __init__(self, job_type: str) -> None:
+        self.job_type = job_type
+        super().__init__(
+            f"{job_type}: its jobs cannot be cancelled: declare cancellable = true in [types.{job_type}] and deploy"
+        )
+
+
+class JobCancelled(JobKitError):
+    """Raised by a job that stops because it was cancelled (``if self.cancelled(): raise JobCancelled()``):
+    the job ends ``cancelled``, not failed, and is not retried."""
+
+
+class JobWaitTimeout(TimeoutError, JobKitError):
+    """``group.wait()`` ran out of time before the job ended; ``last`` is the last status it read."""
+
+    def __init__(self, message: str, last: object | None) -> None:
+        super().__init__(message)
+        self.last = last

@@ -14,8 +14,8 @@ class Outcome(StrEnum):
     adding one is an edit of this class only: its EMF count metric, whether it
     ends the job, which column of a run's tally it falls in (in the order of
     the members), what a ``track_status`` job's status record says after it
-    (:data:`STATUS_SUCCEEDED`, :data:`STATUS_SKIPPED`, :data:`STATUS_FAILED`,
-    or ``None``: it stays as it was), and another outcome's metric that also
+    (``succeeded``, ``skipped``, ``failed``, ``cancelled``, or ``None``: it
+    stays as it was), and another outcome's metric that also
     counts it.
     """
 
@@ -53,6 +53,8 @@ class Outcome(StrEnum):
     REDELIVERED = "redelivered", "Redelivered", True, "duplicate", None
     # skipped: a job with its debounce key pushed later owns the run
     DEBOUNCED = "debounced", "Debounced", True, "debounced", "skipped"
+    # not run, or stopped when it saw it: a cancellation covers it (jobkit.records.cancellations)
+    CANCELLED = "cancelled", "Cancelled", True, "cancelled", "cancelled"
     # ran, failed for the last time
     DEAD_LETTERED = "dead_lettered", "DeadLettered", True, "dead-lettered", "failed"
     # could not be parsed or resolved (no job to record a status of)

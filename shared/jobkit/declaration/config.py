@@ -65,6 +65,7 @@ class JobType:
     remove_duplicates_ignore_params: tuple[str, ...] = ()
     deliver_once: bool = False
     track_status: bool = False
+    cancellable: bool = False  # apps and operators may cancel its jobs (jobkit.status.cancel)
     pushes: tuple[str, ...] = ()
     log_level: str = "INFO"  # the least severe of the runner's lines about this type's jobs that are written
     fairness: FlowKey | None = DOMAIN_KEY  # the MessageGroupId of its messages (SQS fair queues); None: off
@@ -191,15 +192,14 @@ class Declaration:
         """The names of the resources deployed under this declaration's prefix."""
         return ResourceNames(self.prefix)
 
-    def queue_name(self, queue: str) -> str:
-        """The SQS queue name of a declared queue."""
+    def queue_name(self, queue: str) -> str:  # the SQS queue name of a declared queue
         return self.names.queue(queue)
 
     def dlq_name(self, queue: str) -> str:
         return self.names.dlq(queue)
 
     @property
-    def table_name(self) -> str:  # the DynamoDB table of dedup, root-job, failure and flow records
+    def table_name(self) -> str:  # the DynamoDB table of every record
         return self.names.table
 
     def for_runner(self, queue: str) -> Declaration:

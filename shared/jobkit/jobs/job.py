@@ -50,6 +50,10 @@ def _no_deadline() -> int:
     return 900_000
 
 
+def _never_cancelled() -> bool:
+    return False
+
+
 @dataclass
 class JobContext:
     """What the runner tells a job about the attempt it is making.
@@ -60,12 +64,15 @@ class JobContext:
         remaining_ms: milliseconds left before the Lambda times out.
         status: records the attempt's status, progress and result for types
             that declare ``track_status``; writes nothing for the others.
+        cancelled: whether a cancellation covers the job (``cancellable``
+            types; always False for the others).
     """
 
     attempt: int = 1
     job_type: JobType | None = None
     remaining_ms: Callable[[], int] = _no_deadline
     status: StatusTracker = field(default=NO_STATUS, repr=False)
+    cancelled: Callable[[], bool] = field(default=_never_cancelled, repr=False)
     _queue_group: Callable[[], QueueGroup] = field(default=_no_queue_group, repr=False)
 
     @property
@@ -175,6 +182,16 @@ class Job:
             JobKitError: ``percent`` is not a number from 0 to 100.
         """
         self.context.status.report_progress(percent)
+
+    def cancelled(self) -> bool:
+        """Whether the job was cancelled since it started (``jobkit cancel``,
+        ``group.cancel``), for a type that declares ``cancellable``: check it
+        between steps of a long job, and stop. A job that stops, by returning
+        or by raising :class:`jobkit.JobCancelled`, after this said True ends
+        ``cancelled`` (not retried); one that never checks runs to its end.
+        Cheap: it reads the jobs table at most once every 5 seconds, and
+        always answers False for other types."""
+        return self.context.cancelled()
 
     def set_result(self, result: Any) -> None:
         """Set the job's result (JSON-serialisable, at most 64 KiB), shown by

@@ -116,6 +116,7 @@ def redrive(
     on_progress: Progress | None = None,
     now: float | None = None,
     message_ids_only: bool = False,
+    uncancel: Callable[[DeadLetter], None] | None = None,
 ) -> RedriveReport:
     """Send a scope's dead letters back to its queue.
 
@@ -128,6 +129,8 @@ def redrive(
         on_progress: called with the running count of moved messages.
         now: the time for the tool's own checks of a job (default: the system clock).
         message_ids_only: ``ids`` are message IDs alone (see :meth:`DeadLetter.selected`).
+        uncancel: lifts the cancellation of each job before it is sent back
+            (``--uncancel``); a copy redrive then, as it names each job.
     """
     now = time.time() if now is None else now
     if dry_run:
@@ -139,7 +142,7 @@ def redrive(
     from botocore.exceptions import BotoCoreError, ClientError
 
     native_unavailable = None
-    if scope.whole_queue and not ids and error_contains is None:
+    if scope.whole_queue and not ids and error_contains is None and uncancel is None:
         try:
             return _start_move_task(sqs, directory, scope)
         except NotImplementedError as exc:  # moto, in-process, has no StartMessageMoveTask
@@ -148,7 +151,7 @@ def redrive(
             native_unavailable = f"StartMessageMoveTask failed: {exc}"
         log.info("%s; copying messages instead", native_unavailable)
     choose = _Filter(records, ids, error_contains, now, message_ids_only)
-    report = _copy(sqs, directory, scope, choose, on_progress)
+    report = _copy(sqs, directory, scope, choose, on_progress, uncancel)
     report.native_unavailable = native_unavailable
     return report
 
@@ -192,13 +195,22 @@ class _Filter:
 
 
 def _copy(
-    sqs: SQSClient, directory: QueueDirectory, scope: Scope, choose: _Filter, on_progress: Progress | None
+    sqs: SQSClient,
+    directory: QueueDirectory,
+    scope: Scope,
+    choose: _Filter,
+    on_progress: Progress | None,
+    uncancel: Callable[[DeadLetter], None] | None = None,
 ) -> RedriveReport:
     queue_url, dlq_url = scope.urls(directory)
     report = RedriveReport("copy", scope)
     with QueueScan(sqs, dlq_url, visibility_timeout_s=REDRIVE_VISIBILITY_S) as scan:
         for batch in scan.batches():
             chosen = choose.chosen(scope, batch)
+            if uncancel is not None:  # before the send: a copy must not meet its cancellation
+                for dead in chosen:
+                    if dead.spec is not None:
+                        uncancel(dead)
             report.matched.extend(chosen)
             received = {message["MessageId"]: message for message in batch}
             copies = [

@@ -9,7 +9,9 @@
   succeeded, so the DLQ can tell a lost delete from a crash;
 - **deferral**: how many attempts a job had used when the runner re-enqueued
   it as a new message (a deferral is not an attempt);
-- **status**: what a ``track_status`` job is doing (:mod:`jobkit.status.tracker`).
+- **status**: what a ``track_status`` job is doing (:mod:`jobkit.status.tracker`);
+- **cancellation**: that a ``cancellable`` job, or every job of a type and
+  domain pushed before a time, must not run (:mod:`jobkit.records.cancellations`).
 
 Keys carry their scope (:mod:`jobkit.records.keys`): type first, then the
 domain, so reused job IDs and hashes never meet another type's or domain's
@@ -37,6 +39,9 @@ FAILURE_RECORD_TTL_S = 14 * DAY_S  # as long as the DLQ keeps the message
 FINAL_RECORD_TTL_S = 14 * DAY_S
 DEFERRAL_RECORD_TTL_S = 4 * DAY_S  # as long as the re-enqueued message can live
 STATUS_RECORD_TTL_S = 14 * DAY_S
+#: A cancellation lives as long as a job pushed before it can still be delivered:
+#: the longest delay (a year and a day), then 4 days in the queue and 14 in the DLQ.
+CANCEL_RECORD_TTL_S = (366 + 4 + 14) * DAY_S
 
 
 class _AnyDomain(Enum):
@@ -129,6 +134,7 @@ class JobState(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     SKIPPED = "skipped"
+    CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"  # still running shortly before the Lambda deadline
 
 
@@ -143,6 +149,9 @@ class JobStatus:
         note: for ``skipped``: why.
         correlation_id: the correlation ID the job's message carried: the
             request (or job) that pushed it.
+        cancelled_at, cancelled_by: a cancellation of the job was recorded
+            (when, by whom), whatever the state says: a job that had started
+            already ran on (``group.status`` fills these; the record does not hold them).
     """
 
     job_id: str
@@ -159,10 +168,19 @@ class JobStatus:
     will_retry: bool = False
     note: str | None = None
     correlation_id: str | None = None
+    cancelled_at: float | None = None
+    cancelled_by: str | None = None
 
     @property
     def ref(self) -> JobRef:
         return JobRef(self.job_type, self.domain, self.job_id)
+
+    @property
+    def final(self) -> bool:
+        """Whether the job has ended: no copy of it will run again (but a redrive from the DLQ)."""
+        if self.state is JobState.FAILED:
+            return not self.will_retry
+        return self.state in (JobState.SUCCEEDED, JobState.SKIPPED, JobState.CANCELLED)
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-ready data, with the result decoded."""
@@ -181,4 +199,7 @@ class JobStatus:
             "will_retry": self.will_retry,
             "note": self.note,
             "correlation_id": self.correlation_id,
+            "final": self.final,
+            "cancelled_at": self.cancelled_at,
+            "cancelled_by": self.cancelled_by,
         }

@@ -21,13 +21,16 @@ partition key                                sort key                           
 ``{type}#lease#{key}``                       ``-``                                       concurrency leases of a key
 ``{type}#rate#{key}``                        ``-``                                       rate-limit bucket of a key
 ``{type}#debounce#{key}``                    ``-``                                       debounce window of a key
+``{type}#cancel#{job id}``                   ``{domain}``                                a job's cancellation
+``{type}#cancel#*``                          ``{domain}``                                cancel_all's watermark
+``{type}#cancel#*``                          ``*``                                       the type's newest cancellation
 ===========================================  ==========================================  =======================
 
 ``{key}`` is a flow-control key's value (:meth:`jobkit.flow.options.FlowKey.value`):
 ``*`` for the whole type, ``-`` for none, ``={value}`` otherwise.
 ``{domain}`` is ``-`` for a job without a domain and ``={domain}`` otherwise,
-so no domain can be mistaken for "none". Type names and job IDs never contain
-``#`` (the wire format forbids it), so a key reads back unambiguously. A job's
+so no domain can be mistaken for "none", nor for ``*``. Type names and job IDs never contain
+``#`` (the wire format forbids it), and a job ID never is ``*``, so a key reads back unambiguously. A job's
 failed attempts and its final attempt share a partition, so one query tells
 what became of it.
 """
@@ -52,6 +55,7 @@ class Kind(StrEnum):
     LEASES = "lease"
     RATE = "rate"
     DEBOUNCE = "debounce"
+    CANCEL = "cancel"
 
 
 def partition_key(job_type: str, kind: Kind, name: str) -> str:
@@ -139,6 +143,11 @@ def kinds_used(options: TypeRecordOptions) -> tuple[Kind, ...]:
     return tuple(kind for kind in Kind if kind in used)
 
 
+#: The name (in a cancellation's partition key) and the sort key of what is
+#: the type's, not one job's: no job ID is ``*``, and no domain's key is.
+TYPE_MARK = "*"
+
+
 def kind_pattern(job_type: str, kind: Kind) -> str:
     """The records of one kind of a type (an IAM ``dynamodb:LeadingKeys`` pattern)."""
     return f"{job_type}#{kind}#*"
@@ -154,6 +163,11 @@ def own_records_pattern(job_type: str) -> str:
 def root_records_pattern(job_type: str) -> str:
     """A type's root records only: what a producer of that type's root jobs writes."""
     return kind_pattern(job_type, Kind.ROOT)
+
+
+def cancel_records_pattern(job_type: str) -> str:
+    """A type's cancellations: what a producer and an operator write, and a runner only reads."""
+    return kind_pattern(job_type, Kind.CANCEL)
 
 
 def runner_records_patterns(job_type: str, options: TypeRecordOptions) -> list[str]:

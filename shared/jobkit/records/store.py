@@ -38,6 +38,7 @@ from jobkit.records.keys import (
 from jobkit.records.table import Absent, AtMost, Below, ConditionFailed, Equals, Item, Key, Table
 
 if TYPE_CHECKING:
+    from jobkit.records.cancellations import Cancellations
     from jobkit.records.debounce_windows import DebounceWindows
     from jobkit.records.leases import Leases
     from jobkit.records.token_buckets import TokenBuckets
@@ -305,8 +306,14 @@ class Records:
 
         return DebounceWindows(self.table)
 
-    # -- removal ---------------------------------------------------------------------------
+    @cached_property
+    def cancellations(self) -> Cancellations:
+        """Cancellations (:mod:`jobkit.records.cancellations`)."""
+        from jobkit.records.cancellations import Cancellations
 
+        return Cancellations(self.table)
+
+    # -- removal ---------------------------------------------------------------------------
     def delete_job_records(self, job_type: str, job_id: str, *, dedup_hash: str | None = None) -> None:
         """Delete a job ID's status and run (failure, final attempt) records in
         every domain and, given its hash, its duplicate claim: what ``jobkit

@@ -31,6 +31,7 @@ from jobkit.status.tracker import NO_STATUS, StatusTracker
 if TYPE_CHECKING:
     from jobkit.jobs.job import Job
     from jobkit.sqs.attributes import AttributeValue
+    from jobkit.status.cancel import CancelWatch
 
 
 class QueuePort(Protocol):
@@ -78,6 +79,8 @@ class Delivery:
             debounce window; every copy the runner sends of it carries this.
         recounted: the runner recounted the job's attempts once
             (:mod:`jobkit.runner.stages.recount`); every copy it sends keeps that.
+        cancel_watch: what the job's ``self.cancelled()`` asks, for a
+            ``cancellable`` type (:mod:`jobkit.runner.stages.cancel`).
     """
 
     record: Mapping[str, Any]
@@ -95,6 +98,7 @@ class Delivery:
     owes_run: bool = False
     debounce_registration: str | None = None
     recounted: bool = False
+    cancel_watch: CancelWatch | None = None
     _notes: dict[object, Any] = field(default_factory=dict, repr=False)
 
     def note(self, owner: object, value: Any) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.core.clock import Clock, SystemClock
 from jobkit.core.correlation import correlation_scope
-from jobkit.core.errors import JobClassError, JobFailed, SpecError, UnknownJobType
+from jobkit.core.errors import JobCancelled, JobClassError, JobFailed, SpecError, UnknownJobType
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration, JobType
@@ -341,6 +341,9 @@ class Runner:
         finally:
             run.done()
         run.finished_at = finished_at = self._clock.now()
+        cancelled = stopped_by_cancel(delivery, run)
+        if cancelled is not None:  # the job saw its cancellation and stopped: no success to record
+            run.succeeded, run.error = False, None
         for hook in self._hooks.finish:
             self._call(hook, delivery, run)
         fields = {
@@ -354,6 +357,9 @@ class Runner:
             "run_time_ms": (finished_at - run.started_at) * 1000,
             "dedup_unavailable": delivery.dedup_unavailable,
         }
+        if cancelled is not None:
+            log.info("%s %s cancelled while it ran", spec.type, spec.id, extra={**keys, "reason": cancelled})
+            return delivery.result(Outcome.CANCELLED, reason=cancelled, **fields)
         if run.succeeded:
             run_time_ms = round((finished_at - run.started_at) * 1000, 2)
             log.info("%s %s succeeded", spec.type, spec.id, extra={**keys, "run_time_ms": run_time_ms})
@@ -369,3 +375,12 @@ class Runner:
             hook(*args)
         except Exception:
             log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))
+
+
+def stopped_by_cancel(delivery: Delivery, run: Run) -> str | None:
+    """Why the job ended ``cancelled``, if it did: it raised :class:`JobCancelled`,
+    or returned after its ``self.cancelled()`` said True."""
+    seen = delivery.cancel_watch.seen if delivery.cancel_watch is not None else None
+    if isinstance(run.error, JobCancelled):
+        return seen.reason if seen is not None else f"the job stopped: {run.error or 'JobCancelled'}"
+    return seen.reason + "; it stopped when it saw it" if seen is not None and run.error is None else None

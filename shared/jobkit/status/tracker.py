@@ -2,8 +2,8 @@
 
 The runner records, per attempt, one status record keyed by type, domain and
 job ID: ``running`` when the attempt starts, then ``succeeded``, ``failed``
-(with the error and whether it will be retried) or ``skipped`` (a duplicate,
-or superseded by a newer root job); ``timed_out`` when the deadline watchdog
+(with the error and whether it will be retried), ``skipped`` (a duplicate,
+or superseded by a newer root job) or ``cancelled`` (its note says by whom); ``timed_out`` when the deadline watchdog
 finds the attempt still running shortly before the Lambda's deadline. A job may report its progress
 (:meth:`jobkit.Job.report_progress`) and a JSON result
 (:meth:`jobkit.Job.set_result`); ``jobkit job ID`` shows them.
@@ -97,6 +97,9 @@ class StatusTracker:
     def skipped(self, at: float, reason: str) -> None:
         """The job was not run: a duplicate, or superseded."""
 
+    def cancelled(self, at: float, reason: str) -> None:
+        """The job was cancelled: not run, or stopped when it saw it."""
+
     def timed_out(self, at: float, error: str) -> None:
         """The attempt is still running shortly before the Lambda deadline (the watchdog)."""
 
@@ -160,6 +163,10 @@ class RecordingStatusTracker(StatusTracker):
 
     def skipped(self, at: float, reason: str) -> None:
         self._status = replace(self._status, state=JobState.SKIPPED, finished_at=at, note=reason)
+        self._write(at)
+
+    def cancelled(self, at: float, reason: str) -> None:
+        self._status = replace(self._status, state=JobState.CANCELLED, finished_at=at, note=reason)
         self._write(at)
 
     def timed_out(self, at: float, error: str) -> None:

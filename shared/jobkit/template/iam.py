@@ -8,7 +8,9 @@ its jobs push (``dynamodb:LeadingKeys``). Of each of its types, it gets only
 the kinds of record it uses: roots, duplicate claims, attempts and deferrals
 always; delivery claims, status, leases, rate buckets and debounce windows only
 when the type declares the option that writes them
-(:func:`jobkit.records.keys.kinds_used`).
+(:func:`jobkit.records.keys.kinds_used`). It reads, and never writes, its
+``cancellable`` types' cancellations: only apps (the producer policy) and
+operators cancel.
 """
 
 from __future__ import annotations
@@ -19,11 +21,42 @@ from typing import Any
 from jobkit.core.resources import CANARY_TYPE
 from jobkit.declaration.config import Declaration, QueueConfig
 from jobkit.jobs.canary import canary_type
-from jobkit.records.keys import leading_key_patterns, own_records_pattern, root_records_pattern
+from jobkit.records.keys import (
+    Kind,
+    cancel_records_pattern,
+    kind_pattern,
+    leading_key_patterns,
+    own_records_pattern,
+    root_records_pattern,
+)
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 
 #: What the runner does with the table: claims, failure and status records, reads of them.
 RUNNER_TABLE_ACTIONS = [f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query")]
+#: Reading records, and writing cancellations (a job's is a put, a mark or watermark an update).
+READ_ACTIONS, CANCEL_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"], ["dynamodb:PutItem", "dynamodb:UpdateItem"]
+
+
+def cancellable_types(declaration: Declaration, names: Iterable[str] | None = None) -> list[str]:
+    """The types (of ``names``, or all) that declare ``cancellable``."""
+    return [n for n in (declaration.types if names is None else names) if declaration.types[n].cancellable]
+
+
+def control_statements(declaration: Declaration) -> list[dict[str, Any]]:
+    """What ``group.cancel``, ``cancel_all``, ``status`` and ``wait`` need: write the
+    cancellable types' cancellations; read them, the status of ``track_status``
+    types and the delivery claims of ``deliver_once`` types (whether a job ended)."""
+    types = declaration.types
+    cancellable = cancellable_types(declaration)
+    readable = [cancel_records_pattern(n) for n in cancellable]
+    readable += [kind_pattern(n, Kind.STATUS) for n, t in types.items() if t.track_status]
+    readable += [kind_pattern(n, Kind.DELIVERY) for n in cancellable if types[n].deliver_once]
+    statements = []
+    if cancellable:
+        statements.append(table_statement("CancelJobs", CANCEL_ACTIONS, map(cancel_records_pattern, cancellable)))
+    if readable:
+        statements.append(table_statement("ReadJobStatus", READ_ACTIONS, readable))
+    return statements
 
 
 def pushed_types(declaration: Declaration, queue: QueueConfig) -> set[str]:
@@ -57,6 +90,7 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
                     table_statement(
                         "RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)
                     ),
+                    *control_statements(declaration),
                     *producer_statement(declaration),
                 ],
             },
@@ -96,10 +130,13 @@ def operator_policy(declaration: Declaration) -> dict[str, Any]:
                         "Resource": {"Fn::Sub": queues},
                     },
                     table_statement(
-                        "ReadRecords",
-                        ["dynamodb:GetItem", "dynamodb:Query"],
-                        [own_records_pattern(name) for name in [*declaration.types, CANARY_TYPE]],
+                        "ReadRecords", READ_ACTIONS, [own_records_pattern(n) for n in [*declaration.types, CANARY_TYPE]]
                     ),
+                    *[
+                        table_statement("CancelJobs", CANCEL_ACTIONS, map(cancel_records_pattern, cancellable))
+                        for cancellable in [cancellable_types(declaration)]
+                        if cancellable
+                    ],
                     table_statement("CleanCanaryRecords", ["dynamodb:DeleteItem"], [f"{CANARY_TYPE}#*"]),
                     {
                         "Sid": "ReadRunners",
@@ -153,6 +190,11 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
     served = {name: declaration.types[name] for name in queue.types} | {CANARY_TYPE: canary_type(queue)}
     own, pushed = leading_key_patterns(served, pushed_types(declaration, queue))
     table_statements = [table_statement("UseOwnTypesRecords", RUNNER_TABLE_ACTIONS, own)]
+    cancellable = cancellable_types(declaration, queue.types)
+    if cancellable:  # read only: a runner never cancels, nor lifts a cancellation
+        table_statements.append(
+            table_statement("ReadOwnCancellations", READ_ACTIONS, map(cancel_records_pattern, cancellable))
+        )
     if pushed:
         table_statements.append(table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
     return {

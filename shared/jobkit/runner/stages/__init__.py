@@ -144,6 +144,16 @@ STAGES: tuple[StageSpec, ...] = (
         WITH_METRICS,
         "first to admit, so last to settle: reports every record's final result",
     ),
+    # Status before cancellation, which ends a tracked job's status as cancelled
+    StageSpec("status", _M + "status:Status", ALWAYS, "a `track_status` job's status record, from its outcome"),
+    # Cancellation before the delay hop: a delayed job is dropped at its next hop.
+    StageSpec(
+        "cancel",
+        _M + "cancel:Cancel",
+        table_and_option("cancellable"),
+        "a job a cancellation covers is acknowledged without running; a running job can check `self.cancelled()`",
+        (Outcome.CANCELLED,),
+    ),
     StageSpec(
         "delay hop",
         _M + "release:DelayHop",
@@ -158,7 +168,6 @@ STAGES: tuple[StageSpec, ...] = (
         "a receive after the last attempt: acknowledged if it succeeded, else dead-lettered with its reason",
         (Outcome.REDELIVERED,),
     ),
-    StageSpec("status", _M + "status:Status", ALWAYS, "a `track_status` job's status record, from its outcome"),
     StageSpec(
         "job instance",
         _M + "job_instance:JobInstance",

@@ -39,6 +39,8 @@ class JobInstance(Stage):
     def _context(self, delivery: Delivery) -> JobContext:
         factory, spec = self._group_factory, delivery.spec
         context = JobContext(attempt=delivery.attempt, job_type=delivery.job_type, status=delivery.status)
+        if delivery.cancel_watch is not None:
+            context.cancelled = delivery.cancel_watch
         if delivery.context is not None:
             context.remaining_ms = delivery.context.get_remaining_time_in_millis
         if factory is not None:

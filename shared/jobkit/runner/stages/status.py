@@ -1,7 +1,7 @@
 """Job status for ``track_status`` types: ``running`` when an attempt starts,
 then what the result's outcome says (:attr:`jobkit.core.outcome.Outcome.status`):
-``succeeded``, ``failed`` (and whether it will be retried) or ``skipped`` (a
-duplicate, superseded, or debounced). Other types get the tracker that writes nothing,
+``succeeded``, ``failed`` (and whether it will be retried), ``skipped`` (a
+duplicate, superseded, or debounced) or ``cancelled``. Other types get the tracker that writes nothing,
 and cost no request. See :mod:`jobkit.status.tracker`."""
 
 from __future__ import annotations
@@ -48,5 +48,7 @@ class Status(Stage):
             delivery.status.succeeded(now)
         elif status == "skipped":
             delivery.status.skipped(now, f"{result.outcome}: {result.reason}")
+        elif status == "cancelled":
+            delivery.status.cancelled(now, result.reason or "cancelled")
         elif status == "failed":
             delivery.status.failed(now, result.error or "", will_retry=not result.outcome.is_final)

@@ -1,0 +1,251 @@
+"""Cancellation and status, on the local stack's queues, table and runners:
+``group.cancel``, ``group.cancel_all``, ``self.cancelled()``, ``group.status``,
+``group.wait``, and a redriven cancelled job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jobkit import Job, JobSpecification, JobWaitTimeout, NotCancellable, UnknownJobType
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import JobKitError
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import Declaration, parse_declaration
+from jobkit.local import LocalStack
+from jobkit.ops import redrive, resolve_scope
+from jobkit.records import JobState, TableUnavailable
+from jobkit.status.control import JobControl
+
+import testjobs
+from conftest import FIXTURES, START, RequestCounter
+from testjobs import SCRIPTED
+
+SCRIPTED_JOB = "testjobs:ScriptedJob"
+
+
+def declaration() -> Declaration:
+    types: dict[str, Any] = {
+        "report": {"class": SCRIPTED_JOB, "cancellable": True, "track_status": True, "max_attempts": 2},
+        "mail": {"class": SCRIPTED_JOB, "queue": "report", "cancellable": True, "max_attempts": 2},
+        "plain": {"class": SCRIPTED_JOB, "queue": "report"},
+        "tracked": {"class": SCRIPTED_JOB, "queue": "report", "track_status": True},
+        "once": {"class": SCRIPTED_JOB, "queue": "report", "cancellable": True, "deliver_once": True},
+    }
+    raw = {
+        "jobkit": {"prefix": "cancel"},
+        "defaults": {"timeout_s": 60, "backoff": {"base_s": 2, "factor": 2.0, "cap_s": 30, "jitter": 0.5}},
+        "types": types,
+    }
+    return parse_declaration(raw, source="cancel test", base_dir=FIXTURES)
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    SCRIPTED.clear()
+    testjobs.STEP_HOOKS.clear()
+    yield
+    SCRIPTED.clear()
+    testjobs.STEP_HOOKS.clear()
+
+
+@pytest.fixture
+def local() -> Iterator[LocalStack]:
+    clock = VirtualClock(START)
+    testjobs.use_clock(clock)
+    with LocalStack(declaration(), clock=clock, seed=3) as stack:
+        yield stack
+
+
+def outcomes(local: LocalStack) -> dict[str, Outcome]:
+    return {r.job_id or "": r.outcome for r in local.results.results if r.outcome.is_final}
+
+
+def test_a_cancelled_queued_job_never_runs(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    group.push([JobSpecification("report", {"script": {}}, id="r1"), JobSpecification("report", {"script": {}}, id="r2")])
+    # When r1 is cancelled before a runner receives it
+    assert group.cancel("report", "r1", by="test") is True
+    local.drain()
+    # Then it never ran, ended cancelled with who and when, and r2 ran
+    assert [run.job_id for run in SCRIPTED] == ["r2"]
+    assert outcomes(local) == {"r1": Outcome.CANCELLED, "r2": Outcome.SUCCEEDED}
+    cancelled = next(r for r in local.results.results if r.job_id == "r1")
+    assert cancelled.reason is not None and cancelled.reason.startswith("cancelled by test at 2027-01-15T08:00:00")
+    status = group.status("report", "r1")
+    assert status is not None and status.state is JobState.CANCELLED and status.final
+    assert status.cancelled_by == "test" and status.note == cancelled.reason
+    # and cancelling it again says it had ended
+    assert group.cancel("report", "r1", by="test") is False
+    assert group.cancel("report", "r2", by="test") is False  # it ran
+
+
+def test_a_job_delayed_by_a_day_is_cancelled_within_one_hop(local: LocalStack) -> None:
+    group = local.queue_group()
+    group.push(JobSpecification("mail", {"script": {}}, id="later", delay=86_400))
+    local.drain(until=START + 3_600)  # four hops went by
+    group.cancel("mail", "later")
+    # Then it is gone by its next hop (at most 15 minutes), not after a day
+    local.drain(until=START + 3_600 + 901)
+    assert outcomes(local) == {"later": Outcome.CANCELLED}
+    assert local.queue_depth("report") == 0 and not SCRIPTED
+
+
+@pytest.mark.parametrize("raise_cancelled", [False, True])
+def test_a_running_job_that_checks_stops_and_ends_cancelled(local: LocalStack, raise_cancelled: bool) -> None:
+    group = local.queue_group("wiki")
+
+    def cancel_at_step_two(job: Job, step: int) -> None:
+        if step == 2:
+            assert group.cancel("report", job.id, by="ops") is True  # it is running: not ended
+
+    testjobs.STEP_HOOKS.append(cancel_at_step_two)
+    script = {"steps": 10, "step_s": 3, "raise_cancelled": raise_cancelled}
+    group.push(JobSpecification("report", {"script": script}, id="long"))
+    local.drain()
+    # Then it saw the cancellation within 5 s of it (its check reads at most every 5 s),
+    # stopped, and ended cancelled: not failed, not retried
+    assert [(run.outcome, run.attempt) for run in SCRIPTED] == [("cancelled", 1)]
+    assert outcomes(local) == {"long": Outcome.CANCELLED}
+    status = group.wait("report", "long", timeout_s=1)
+    assert status.state is JobState.CANCELLED and status.note is not None and "cancelled by ops" in status.note
+
+
+def test_a_running_job_that_never_checks_runs_to_its_end(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    testjobs.STEP_HOOKS.append(lambda job, step: group.cancel("mail", job.id) if step == 0 else None)
+    group.push(JobSpecification("plain", {"script": {"steps": 2}}, id="p"))  # not cancellable: never asks
+    with pytest.raises(NotCancellable, match=r"plain: its jobs cannot be cancelled: declare cancellable = true"):
+        group.cancel("plain", "p")
+    group.push(JobSpecification("mail", {"script": {}}, id="m"))
+    local.drain()
+    assert outcomes(local) == {"p": Outcome.SUCCEEDED, "m": Outcome.SUCCEEDED}
+
+
+def test_cancel_all_spares_the_jobs_pushed_after_its_time(local: LocalStack) -> None:
+    group, other = local.queue_group("wiki"), local.queue_group("other")
+    group.push([JobSpecification("mail", {"script": {}}, id=f"old-{n}") for n in range(3)])
+    other.push(JobSpecification("mail", {"script": {}}, id="old-0"))  # another domain: spared
+    local.clock.advance(10)
+    cut = local.clock.now()
+    local.clock.advance(10)
+    group.push(JobSpecification("mail", {"script": {}}, id="new"))
+    mark = group.cancel_all("mail", pushed_before=cut, by="ops")
+    assert mark.before == cut
+    # An earlier watermark never moves it back
+    assert group.cancel_all("mail", pushed_before=cut - 100, by="ops").before == cut
+    local.drain()
+    ended = {(r.domain, r.job_id): r.outcome for r in local.results.results}
+    assert ended == {
+        ("wiki", "old-0"): Outcome.CANCELLED,
+        ("wiki", "old-1"): Outcome.CANCELLED,
+        ("wiki", "old-2"): Outcome.CANCELLED,
+        ("wiki", "new"): Outcome.SUCCEEDED,
+        ("other", "old-0"): Outcome.SUCCEEDED,
+    }
+
+
+def test_an_id_pushed_again_after_its_cancellation_is_another_job_and_runs(local: LocalStack) -> None:
+    group = local.queue_group()
+    group.push(JobSpecification("mail", {"script": {}}, id="same"))
+    group.cancel("mail", "same")
+    local.drain()
+    local.clock.advance(1)
+    group.push(JobSpecification("mail", {"script": {}}, id="same"))
+    local.drain()
+    assert [r.outcome for r in local.results.results] == [Outcome.CANCELLED, Outcome.SUCCEEDED]
+
+
+@pytest.mark.parametrize("uncancel", [False, True])
+def test_a_redriven_cancelled_job_stays_cancelled_unless_the_operator_lifts_it(
+    local: LocalStack, uncancel: bool
+) -> None:
+    group = local.queue_group("wiki")
+    group.push(JobSpecification("mail", {"script": {"fail": 2}}, id="dead"))
+    local.drain()
+    assert outcomes(local) == {"dead": Outcome.DEAD_LETTERED}
+    # When it is cancelled in the DLQ (nothing says it ended: the type tracks no status)
+    assert group.cancel("mail", "dead", by="app") is True
+    # and redriven (with --uncancel: the operator lifts the cancellation)
+    control = JobControl(local.declaration, local.records, local.clock)
+    scope = resolve_scope(local.declaration, "mail")
+    lift = (lambda d: control.uncancel(d.spec.type, d.spec.id, d.spec.domain, by="operator")) if uncancel else None
+    report = redrive(local.sqs, local.wiring.directory, scope, records=local.records, uncancel=lift)
+    assert report.moved == 1
+    local.results.results.clear()
+    SCRIPTED.clear()
+    local.drain()
+    # Then it stays cancelled; lifted, it runs again (and fails again: its script fails 2 attempts)
+    assert outcomes(local) == {"dead": Outcome.DEAD_LETTERED if uncancel else Outcome.CANCELLED}
+    assert len(SCRIPTED) == (2 if uncancel else 0)
+
+
+def test_a_deliver_once_job_that_ran_is_known_to_have_ended(local: LocalStack) -> None:
+    group = local.queue_group()
+    group.push(JobSpecification("once", {"script": {}}, id="o"))
+    assert group.cancel("once", "o") is True
+    local.drain()
+    group.push(JobSpecification("once", {"script": {}}, id="o2"))
+    local.drain()
+    assert group.cancel("once", "o2") is False  # its delivery claim says it ran
+
+
+def test_status_and_wait(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    assert group.status("report", "nothing-yet") is None
+    with pytest.raises(JobKitError, match=r"mail: jobkit keeps no status of its jobs: declare track_status"):
+        group.status("mail", "m")
+    group.push(JobSpecification("report", {"script": {"fail": 1}}, id="r"))
+    with pytest.raises(JobWaitTimeout, match=r"report r: still not received yet after 0 s") as waited:
+        group.wait("report", "r", timeout_s=0)
+    assert waited.value.last is None
+    local.drain(until=START + 1)  # the first attempt fails, and will be retried
+    status = group.status("report", "r")
+    assert status is not None and status.state is JobState.FAILED and status.will_retry and not status.final
+    local.drain()
+    status = group.wait("report", "r", timeout_s=1)
+    assert status.state is JobState.SUCCEEDED and status.attempt == 2 and status.final
+    # A job of that ID in another domain is another job: not readable from here
+    assert local.queue_group("other").status("report", "r") is None
+
+
+def test_bad_input_gets_a_clear_error_and_writes_nothing(local: LocalStack) -> None:
+    group = local.queue_group()
+    with pytest.raises(UnknownJobType, match="nope"):
+        group.cancel("nope", "x")
+    with pytest.raises(JobKitError, match=r"a job ID must match"):
+        group.cancel("mail", "has#hash")
+    with pytest.raises(JobKitError, match=r"say who cancels"):
+        group.cancel("mail", "x", by=" ")
+    with pytest.raises(JobKitError, match=r"pushed_before is in the future"):
+        group.cancel_all("mail", pushed_before=START + 3_600)
+    items = local.dynamodb.scan(TableName=local.declaration.table_name)["Items"]
+    assert items == []
+
+
+def test_with_the_table_unavailable_a_cancel_raises_and_queued_jobs_run(local: LocalStack) -> None:
+    group = local.queue_group()
+    group.push(JobSpecification("mail", {"script": {}}, id="m"))
+    local.dynamodb.delete_table(TableName=local.declaration.table_name)
+    with pytest.raises(TableUnavailable):
+        group.cancel("mail", "m")
+    local.drain()
+    # The runner could not read cancellations: the job ran (fail-open), and says so
+    [result] = local.results.results
+    assert result.outcome is Outcome.SUCCEEDED and result.dedup_unavailable
+
+
+def test_a_cancellable_type_costs_one_read_per_batch_and_others_none(local: LocalStack) -> None:
+    dynamodb_requests = RequestCounter(local.dynamodb)
+    group = local.queue_group()
+    group.push([JobSpecification("mail", {"script": {}}, id=f"m{n}") for n in range(10)])
+    dynamodb_requests.reset()
+    local.drain()
+    assert outcomes(local) == {f"m{n}": Outcome.SUCCEEDED for n in range(10)}
+    assert dynamodb_requests.calls == {"Query": 1}  # one batch of 10: 0.1 per job
+    group.push([JobSpecification("plain", {"script": {}}, id=f"p{n}") for n in range(10)])
+    dynamodb_requests.reset()
+    local.drain()
+    assert dynamodb_requests.total == 0
