@@ -65,7 +65,9 @@ def outcomes(local: LocalStack) -> dict[str, Outcome]:
 
 def test_a_cancelled_queued_job_never_runs(local: LocalStack) -> None:
     group = local.queue_group("wiki")
-    group.push([JobSpecification("report", {"script": {}}, id="r1"), JobSpecification("report", {"script": {}}, id="r2")])
+    group.push(
+        [JobSpecification("report", {"script": {}}, id="r1"), JobSpecification("report", {"script": {}}, id="r2")]
+    )
     # When r1 is cancelled before a runner receives it
     assert group.cancel("report", "r1", by="test") is True
     local.drain()
