@@ -4,42 +4,65 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from jobkit import Job, JobSpecification, JobWaitTimeout, NotCancellable, UnknownJobType
+from jobkit.cli.__main__ import main
 from jobkit.core.clock import VirtualClock
 from jobkit.core.errors import JobKitError
 from jobkit.core.outcome import Outcome
-from jobkit.declaration.config import Declaration, parse_declaration
+from jobkit.declaration.config import load_declaration
 from jobkit.local import LocalStack
-from jobkit.ops import redrive, resolve_scope
+from jobkit.ops.config import CliConfig
 from jobkit.records import JobState, TableUnavailable
-from jobkit.status.control import JobControl
 
 import testjobs
-from conftest import FIXTURES, START, RequestCounter
+from conftest import START, RequestCounter
 from testjobs import SCRIPTED
 
-SCRIPTED_JOB = "testjobs:ScriptedJob"
+DECLARATION = """
+[jobkit]
+prefix = "cancel"
+
+[defaults]
+timeout_s = 60
+backoff = { base_s = 2, factor = 2.0, cap_s = 30, jitter = 0.5 }
+
+[types.report]
+class = "testjobs:ScriptedJob"
+cancellable = true
+track_status = true
+max_attempts = 2
+
+[types.mail]
+class = "testjobs:ScriptedJob"
+queue = "report"
+cancellable = true
+max_attempts = 2
+
+[types.plain]
+class = "testjobs:ScriptedJob"
+queue = "report"
+
+[types.once]
+class = "testjobs:ScriptedJob"
+queue = "report"
+cancellable = true
+deliver_once = true
+"""
 
 
-def declaration() -> Declaration:
-    types: dict[str, Any] = {
-        "report": {"class": SCRIPTED_JOB, "cancellable": True, "track_status": True, "max_attempts": 2},
-        "mail": {"class": SCRIPTED_JOB, "queue": "report", "cancellable": True, "max_attempts": 2},
-        "plain": {"class": SCRIPTED_JOB, "queue": "report"},
-        "tracked": {"class": SCRIPTED_JOB, "queue": "report", "track_status": True},
-        "once": {"class": SCRIPTED_JOB, "queue": "report", "cancellable": True, "deliver_once": True},
-    }
-    raw = {
-        "jobkit": {"prefix": "cancel"},
-        "defaults": {"timeout_s": 60, "backoff": {"base_s": 2, "factor": 2.0, "cap_s": 30, "jitter": 0.5}},
-        "types": types,
-    }
-    return parse_declaration(raw, source="cancel test", base_dir=FIXTURES)
+@pytest.fixture
+def jobs_toml(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.toml"
+    path.write_text(DECLARATION)
+    return path
 
 
 @pytest.fixture(autouse=True)
@@ -52,10 +75,10 @@ def _clean() -> Iterator[None]:
 
 
 @pytest.fixture
-def local() -> Iterator[LocalStack]:
+def local(jobs_toml: Path) -> Iterator[LocalStack]:
     clock = VirtualClock(START)
     testjobs.use_clock(clock)
-    with LocalStack(declaration(), clock=clock, seed=3) as stack:
+    with LocalStack(load_declaration(jobs_toml), clock=clock, seed=3) as stack:
         yield stack
 
 
@@ -162,7 +185,7 @@ def test_an_id_pushed_again_after_its_cancellation_is_another_job_and_runs(local
 
 @pytest.mark.parametrize("uncancel", [False, True])
 def test_a_redriven_cancelled_job_stays_cancelled_unless_the_operator_lifts_it(
-    local: LocalStack, uncancel: bool
+    local: LocalStack, jobs_toml: Path, uncancel: bool
 ) -> None:
     group = local.queue_group("wiki")
     group.push(JobSpecification("mail", {"script": {"fail": 2}}, id="dead"))
@@ -171,11 +194,11 @@ def test_a_redriven_cancelled_job_stays_cancelled_unless_the_operator_lifts_it(
     # When it is cancelled in the DLQ (nothing says it ended: the type tracks no status)
     assert group.cancel("mail", "dead", by="app") is True
     # and redriven (with --uncancel: the operator lifts the cancellation)
-    control = JobControl(local.declaration, local.records, local.clock)
-    scope = resolve_scope(local.declaration, "mail")
-    lift = (lambda d: control.uncancel(d.spec.type, d.spec.id, d.spec.domain, by="operator")) if uncancel else None
-    report = redrive(local.sqs, local.wiring.directory, scope, records=local.records, uncancel=lift)
-    assert report.moved == 1
+    flags = ["--uncancel"] if uncancel else []
+    result = jobkit(local, jobs_toml, "dlq", "redrive", "mail", *flags, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["moved"] == 1
     local.results.results.clear()
     SCRIPTED.clear()
     local.drain()
@@ -251,3 +274,57 @@ def test_a_cancellable_type_costs_one_read_per_batch_and_others_none(local: Loca
     dynamodb_requests.reset()
     local.drain()
     assert dynamodb_requests.total == 0
+
+
+def jobkit(local: LocalStack, jobs_toml: Path, *args: str, stdin: str | None = None) -> Any:
+    config = CliConfig(config_path=jobs_toml, clock=local.clock)
+    return CliRunner().invoke(main, list(args), obj=config, input=stdin)
+
+
+def test_the_cli_cancels_one_job_or_all_before_a_time(local: LocalStack, jobs_toml: Path) -> None:
+    group = local.queue_group("wiki")
+    group.push([JobSpecification("mail", {"script": {}}, id=f"m{n}") for n in range(3)])
+    # One job, after the confirmation
+    result = jobkit(local, jobs_toml, "cancel", "mail", "m0", "--domain", "wiki", stdin="y\n")
+    assert result.exit_code == 0, result.output
+    assert "Cancel mail m0?" in result.output and "cancelled mail m0 in domain 'wiki': it will not run" in result.output
+    # Declined: nothing is cancelled
+    result = jobkit(local, jobs_toml, "cancel", "mail", "m1", "--domain", "wiki", stdin="n\n")
+    assert result.exit_code == 1
+    local.drain()
+    assert outcomes(local) == {"m0": Outcome.CANCELLED, "m1": Outcome.SUCCEEDED, "m2": Outcome.SUCCEEDED}
+    reason = next(r.reason for r in local.results.results if r.job_id == "m0")
+    assert reason is not None and reason.startswith("cancelled by operator ")
+    # Every job pushed before a time, as JSON
+    group.push(JobSpecification("mail", {"script": {}}, id="old"))
+    local.clock.advance(5)
+    cut = local.clock.now()
+    local.clock.advance(5)
+    group.push(JobSpecification("mail", {"script": {}}, id="new"))
+    args = ["cancel", "mail", "--all", "--before", str(cut), "--domain", "wiki", "--yes", "--json"]
+    result = jobkit(local, jobs_toml, *args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["pushed_before"] == cut
+    local.drain()
+    ended = outcomes(local)
+    assert (ended["old"], ended["new"]) == (Outcome.CANCELLED, Outcome.SUCCEEDED)
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["cancel", "plain", "p", "--yes"], "plain: its jobs cannot be cancelled: declare cancellable = true"),
+        (["cancel", "nope", "p", "--yes"], "nope"),
+        (["cancel", "mail", "--yes"], "give a job ID, or --all (not both)"),
+        (["cancel", "mail", "x", "--all", "--yes"], "give a job ID, or --all (not both)"),
+        (["cancel", "mail", "x", "--before", "1", "--yes"], "--before goes with --all"),
+        (["cancel", "mail", "--all", "--before", "yesterday", "--yes"], "give epoch seconds or an ISO 8601 time"),
+    ],
+)
+def test_the_cli_refuses_what_it_cannot_do_in_one_line(
+    local: LocalStack, jobs_toml: Path, args: list[str], error: str
+) -> None:
+    result = jobkit(local, jobs_toml, *args, "--json")
+    assert result.exit_code in (1, 2)
+    assert error in json.loads(result.stderr)["error"]
+    assert local.dynamodb.scan(TableName=local.declaration.table_name)["Items"] == []

@@ -58,14 +58,28 @@ def dlq_show(config: CliConfig, output: Output, target: str, id_: str) -> None:
 @click.option("--id", "ids", multiple=True, help="Only this job or message ID (repeatable).")
 @click.option("--error-contains", default=None, help="Only messages whose verified last error has this (any case).")
 @click.option("--dry-run", is_flag=True, help="Show what would be sent back; change nothing.")
+@click.option("--uncancel", is_flag=True, help="Lift the cancellation of each job sent back, so it runs.")
 @ops_command
 def dlq_redrive(
-    config: CliConfig, output: Output, target: str, ids: tuple[str, ...], error_contains: str | None, dry_run: bool
+    config: CliConfig,
+    output: Output,
+    target: str,
+    ids: tuple[str, ...],
+    error_contains: str | None,
+    dry_run: bool,
+    uncancel: bool,
 ) -> None:
-    """Send dead letters back to their queue (after a fix), with a fresh set of attempts."""
+    """Send dead letters back to their queue (after a fix), with a fresh set of
+    attempts. A cancelled job stays cancelled unless --uncancel."""
     from jobkit.ops import redrive, resolve_scope, views
 
     scope = resolve_scope(config.declaration, target)
+    lift = None
+    if uncancel:
+        from jobkit.ops.cancel import lifter, operator
+
+        config.now()  # the local stack's clock, if the endpoint is one
+        lift = lifter(config.declaration, config.records, config.clock, operator())
     progress = views.redrive_progress(console(stderr=True), disable=output.as_json or dry_run)
     with progress:
         task = progress.add_task("redrive", total=None)
@@ -79,6 +93,7 @@ def dlq_redrive(
             dry_run=dry_run,
             on_progress=lambda moved: progress.update(task, completed=moved),
             now=config.now(),
+            uncancel=lift,
         )
     output.show(report.to_json(), lambda: views.redrive_text(report))
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import click
 
+from jobkit.cli.cancel import cancel
 from jobkit.cli.dlq import dlq
 from jobkit.cli.jobs import job, push
 from jobkit.cli.queues import queues, top
@@ -35,7 +36,7 @@ from jobkit.cli.schedules import schedules
 from jobkit.cli.ui import ui
 from jobkit.cli.verify import verify
 
-OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, schedules, ui, verify)
+OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, cancel, schedules, ui, verify)
 
 
 def register_ops_commands(group: click.Group) -> None:
