@@ -328,3 +328,42 @@ def test_the_cli_refuses_what_it_cannot_do_in_one_line(
     assert result.exit_code in (1, 2)
     assert error in json.loads(result.stderr)["error"]
     assert local.dynamodb.scan(TableName=local.declaration.table_name)["Items"] == []
+
+
+def test_a_runner_only_reads_cancellations_and_its_policy_allows_exactly_that(local: LocalStack) -> None:
+    from jobkit.local.cloudformation import translate
+    from jobkit.template import build, logical_id
+
+    from test_flow_iam import string_like
+
+    group = local.queue_group("wiki")
+    group.push([JobSpecification("report", {"script": {"steps": 3}}, id=f"r{n}") for n in range(3)])
+    group.cancel("report", "r0")
+    group.cancel_all("mail", by="ops")
+    touched: list[tuple[str, str]] = []
+
+    def remember(params: dict[str, Any], model: Any, **_: Any) -> None:
+        item = params.get("Key") or params.get("Item") or {}
+        value = item.get("pk") or params.get("ExpressionAttributeValues", {}).get(":pk")
+        touched.append((model.name, value["S"]))
+
+    local.dynamodb.meta.events.register("provide-client-params.dynamodb.*", remember)
+    local.clock.advance(1)
+    group.push(JobSpecification("report", {"script": {"steps": 3}}, id="later"))  # runs: its check reads
+    touched.clear()
+    local.drain()
+    cancel_requests = {(op, pk) for op, pk in touched if "#cancel#" in pk}
+    # the type's mark and watermarks; and the own record of each job pushed before
+    # the newest cancellation (r0..r2), not of the one pushed after it
+    reads = {("GetItem", f"report#cancel#r{n}") for n in range(3)}
+    assert cancel_requests == {("Query", "report#cancel#*"), *reads}
+    # and the runner's policy allows those reads, and no write of a cancellation
+    template = translate(build(local.declaration), parameters={"Prefix": "cancel"})
+    role = template["Resources"][f"{logical_id('report')}RunnerRole"]
+    statements = {s["Sid"]: s for p in role["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]}
+    read = statements["ReadOwnCancellations"]
+    own = statements["UseOwnTypesRecords"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    for op, pk in cancel_requests:
+        assert f"dynamodb:{op}" in read["Action"]
+        assert any(string_like(p, pk) for p in read["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+        assert not any(string_like(p, pk) for p in own), (pk, own)

@@ -23,7 +23,14 @@ from jobkit.jobs.canary import canary_type
 from jobkit.local import LocalStack
 from jobkit.local.cloudformation import load_template, translate
 from jobkit.local.esm import sqs_event
-from jobkit.records.keys import Kind, kinds_used, partition_key, root_records_pattern, runner_records_patterns
+from jobkit.records.keys import (
+    Kind,
+    cancel_records_pattern,
+    kinds_used,
+    partition_key,
+    root_records_pattern,
+    runner_records_patterns,
+)
 from jobkit.runner.registry import JobRegistry
 from jobkit.template import CHECKOV_SKIPS, build, logical_id
 
@@ -45,13 +52,20 @@ CROSS_QUEUE = {
     "types": {
         "edit": {"class": "m:Edit", "pushes": ["refreshLinks", "htmlCacheUpdate", "edit"]},
         "refresh": {"class": "m:Refresh", "queue": "lowTraffic", "pushes": ["refreshLinks"]},
-        "purge": {"class": "m:Purge", "queue": "lowTraffic", "concurrency": {"limit": 2}, "track_status": True},
+        "purge": {
+            "class": "m:Purge",
+            "queue": "lowTraffic",
+            "concurrency": {"limit": 2},
+            "track_status": True,
+            "cancellable": True,
+        },
         "digest": {
             "class": "m:Digest",
             "queue": "lowTraffic",
             "rate_limit": {"per_second": 5},
             "debounce": {"key": "params.user", "wait_s": 60},
             "deliver_once": True,
+            "cancellable": True,
         },
         "refreshLinks": {"class": "m:RefreshLinks", "remove_duplicates": True},
         "htmlCacheUpdate": {"class": "m:HtmlCacheUpdate", "pushes": ["htmlCacheUpdate", "purge"]},
@@ -268,6 +282,11 @@ def test_each_runner_may_use_only_its_own_types_records_and_its_pushed_types_roo
             served = {t: declaration.types[t] for t in queue.types} | {CANARY_TYPE: canary_type(queue)}
             expected = sorted(p for t, job_type in served.items() for p in runner_records_patterns(t, job_type))
             assert leading_keys(own) == expected, queue.name
+            cancellable = sorted(t for t in queue.types if declaration.types[t].cancellable)
+            if cancellable:  # its cancellable types' cancellations, read only
+                read = statements.pop("ReadOwnCancellations")
+                assert as_list(read["Action"]) == ["dynamodb:GetItem", "dynamodb:Query"], queue.name
+                assert leading_keys(read) == sorted(cancel_records_pattern(t) for t in cancellable), queue.name
             pushed = {t for name in queue.types for t in declaration.types[name].pushes} - set(queue.types)
             if pushed:
                 roots = statements.pop("RecordPushedRootJobs")
@@ -282,9 +301,13 @@ def test_no_runner_may_touch_another_queues_records(deployments: list[tuple[Decl
             statements = table_statements(template["Resources"][f"{logical_id(queue.name)}RunnerRole"])
             own = leading_keys(statements["UseOwnTypesRecords"])
             pushed = leading_keys(statements["RecordPushedRootJobs"]) if "RecordPushedRootJobs" in statements else []
+            read = leading_keys(statements["ReadOwnCancellations"]) if "ReadOwnCancellations" in statements else []
             pushes = {t for name in queue.types for t in declaration.types[name].pushes}
             for job_type in declaration.types:
                 for kind, key in every_key_of(job_type).items():
+                    # reads of cancellations: its own cancellable types' only
+                    cancellable = job_type in queue.types and declaration.types[job_type].cancellable
+                    assert may_touch(read, key) == (kind is Kind.CANCEL and cancellable), (queue.name, key)
                     if job_type in queue.types:
                         # its own types: exactly the kinds of record the runner uses for each
                         used = kind in kinds_used(declaration.types[job_type])
@@ -296,7 +319,7 @@ def test_no_runner_may_touch_another_queues_records(deployments: list[tuple[Decl
                     assert may_touch(pushed, key) == (kind is Kind.ROOT and job_type in pushes), (queue.name, key)
 
 
-def test_the_producer_policy_lets_apps_push_and_record_roots_only(
+def test_the_producer_policy_lets_apps_push_record_roots_and_cancel_only(
     deployments: list[tuple[Declaration, Any]],
 ) -> None:
     for declaration, template in deployments:
@@ -307,9 +330,11 @@ def test_the_producer_policy_lets_apps_push_and_record_roots_only(
         assert template["Outputs"]["ProducerPolicyArn"]["Value"] == {"Ref": "ProducerPolicy"}
         statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
         endpoint = declaration.push_endpoint is not None and declaration.push_endpoint.auth == "iam"
+        cancellable = {t for t, declared in declaration.types.items() if declared.cancellable}
+        tracked = {t for t, declared in declaration.types.items() if declared.track_status}
         assert set(statements) == {"SendToJobQueues", "RecordRootJobs"} | (
             {"InvokePushEndpoint"} if endpoint else set()
-        )
+        ) | ({"CancelJobs"} if cancellable else set()) | ({"ReadJobStatus"} if cancellable | tracked else set())
         if endpoint:  # the push endpoint's function, and nothing else of Lambda
             invoke = statements["InvokePushEndpoint"]
             assert invoke["Action"] == ["lambda:InvokeFunctionUrl", "lambda:InvokeFunction"]
@@ -328,6 +353,24 @@ def test_the_producer_policy_lets_apps_push_and_record_roots_only(
         for job_type in declaration.types:
             for kind, key in every_key_of(job_type).items():
                 assert may_touch(leading_keys(roots), key) == (kind is Kind.ROOT), key
+        # cancel: write a cancellable type's cancellations, and nothing else
+        cancel = statements.get("CancelJobs", {"Action": [], "Condition": {}})
+        read = statements.get("ReadJobStatus", {"Action": [], "Condition": {}})
+        if cancellable:
+            assert as_list(cancel["Action"]) == ["dynamodb:PutItem", "dynamodb:UpdateItem"]
+        if cancellable | tracked:
+            assert as_list(read["Action"]) == ["dynamodb:GetItem", "dynamodb:Query"]
+        for job_type, declared in declaration.types.items():
+            for kind, key in every_key_of(job_type).items():
+                writes = bool(cancel["Condition"]) and may_touch(leading_keys(cancel), key)
+                assert writes == (kind is Kind.CANCEL and job_type in cancellable), key
+                # read: whether a job ended (status, delivery claims) and its cancellations
+                readable = (
+                    (kind is Kind.CANCEL and job_type in cancellable)
+                    or (kind is Kind.STATUS and job_type in tracked)
+                    or (kind is Kind.DELIVERY and job_type in cancellable and declared.deliver_once)
+                )
+                assert (bool(read["Condition"]) and may_touch(leading_keys(read), key)) == readable, key
 
 
 def test_every_event_source_mapping_reads_its_own_runners_queue(translated: dict[str, Any]) -> None:
