@@ -3,6 +3,7 @@ and AWS request counting."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,3 +109,9 @@ def sqs_requests(stack: LocalStack) -> RequestCounter:
 @pytest.fixture
 def dynamodb_requests(stack: LocalStack) -> RequestCounter:
     return RequestCounter(stack.dynamodb)
+
+
+def string_like(pattern: str, value: str) -> bool:
+    """IAM's StringLike: ``*`` is any run of characters, ``?`` any one character."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, flags=re.DOTALL) is not None

@@ -23,7 +23,7 @@ from jobkit.ops.config import CliConfig
 from jobkit.records import JobState, TableUnavailable
 
 import testjobs
-from conftest import START, RequestCounter
+from conftest import START, RequestCounter, string_like
 from testjobs import SCRIPTED
 
 DECLARATION = """
@@ -333,8 +333,6 @@ def test_the_cli_refuses_what_it_cannot_do_in_one_line(
 def test_a_runner_only_reads_cancellations_and_its_policy_allows_exactly_that(local: LocalStack) -> None:
     from jobkit.local.cloudformation import translate
     from jobkit.template import build, logical_id
-
-    from test_flow_iam import string_like
 
     group = local.queue_group("wiki")
     group.push([JobSpecification("report", {"script": {"steps": 3}}, id=f"r{n}") for n in range(3)])

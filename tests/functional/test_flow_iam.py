@@ -11,7 +11,6 @@ duplicates asked for by a spec) is allowed by the policy of the type's runner.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +27,7 @@ from jobkit.records.keys import EVERY_TYPE_KINDS, Kind, kind_pattern, kinds_used
 from jobkit.template import build, logical_id
 
 import flowjobs
-from conftest import FIXTURES, START
+from conftest import FIXTURES, START, string_like
 
 #: The kind each option adds, and a type that declares only that option.
 OPTION_KINDS = {
@@ -60,12 +59,6 @@ def own_patterns(template: dict[str, Any], queue: str) -> list[str]:
     # every runner also serves `jobkit verify`'s canary: its records are not a declared type's
     assert {f"{CANARY_TYPE}#status#*", f"{CANARY_TYPE}#dup#*"} <= set(patterns)
     return [p for p in patterns if not p.startswith(f"{CANARY_TYPE}#")]
-
-
-def string_like(pattern: str, value: str) -> bool:
-    """IAM's StringLike: ``*`` is any run of characters, ``?`` any one character."""
-    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, flags=re.DOTALL) is not None
 
 
 def test_each_option_adds_exactly_its_kind(one_option_each: Declaration) -> None:
