@@ -128,7 +128,8 @@ def test_a_request_that_is_not_jobs_is_a_clear_400(stack: LocalStack) -> None:
         "error": 'the request must be a JSON object {"jobs": [...]} with at least one job'
     }
     assert endpoint.handle("POST", {}, b'{"jobs": 1, "jobs": 2}').status == 400  # a key twice
-    assert endpoint.handle("GET", {}, b"").status == 405
+    assert endpoint.handle("PUT", {}, b"").status == 405
+    assert endpoint.handle("GET", {}, b"").status == 400  # a GET names a job (test_endpoint_cancel.py)
     too_many = jobs(*[{"type": "noop", "params": {}}] * (MAX_JOBS + 1))
     assert endpoint.handle("POST", {}, too_many).status == 413
 

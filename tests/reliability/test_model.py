@@ -23,7 +23,11 @@ whose wait SQS refuses to take before their root is superseded, producers
 whose clocks run slow, debounced jobs with a release time, an old push of a
 job ID retried after a newer job of its key, and
 containers that die holding a concurrency lease, so holds interleave with
-retries (and a job is held, runs and fails, and is held again). Each job's script says how its attempts go:
+retries (and a job is held, runs and fails, and is held again). Cancellations
+race all of it: an app cancels a pushed job of a cancellable type (queued,
+delayed, waiting in a debounce window, held, retried, dead-lettered, or
+already run) or every job of a type and domain pushed before a time, and an
+operator's redrive may lift the cancellations of what it sends back. Each job's script says how its attempts go:
 succeed, fail N times then succeed, fail for good, or kill the invocation
 (``testjobs.SimulatedCrash``, a BaseException, after the claims were taken).
 
@@ -32,7 +36,8 @@ until the queues are empty, and the ledger must show, for every job SQS
 accepted from a push:
 
 - it ended in a terminal category: succeeded, duplicate (of a successful run,
-  or a deliver-once redelivery after a success), superseded, or dead-lettered;
+  or a deliver-once redelivery after a success), superseded, debounced,
+  cancelled, or dead-lettered;
   a producer's bad body is dead-lettered as poison and never runs;
 - a dead letter says why: jobkit's reason attributes, or, when SQS's redrive
   policy moved it, the job's failure records, or a delivery the model lost;
@@ -52,7 +57,13 @@ accepted from a push:
   most once; a redriven job's first run after the redrive is its attempt 1;
 - the outcome matches the script when nothing disturbed the job: a job that
   can succeed within its attempts is not dead-lettered, a job that cannot is;
-- no attempt started before the job's release time.
+- no attempt started before the job's release time;
+- a cancelled job has a cancellation that covers it (of its ID, recorded
+  after that push, not lifted; or its type and domain's ``cancel_all`` since
+  its push), and no attempt of a push that a cancellation covers starts after
+  the cancellation was recorded (unless the runner could not read the table
+  and ran it, fail-open, and said so); a job that a cancelled job debounced
+  ended with it (the run that stood for it was cancelled).
 
 One local stack serves every example (creating one costs half a second): each
 example pushes to a fresh domain, which is part of every dedup key, and leaves
@@ -62,6 +73,7 @@ the queues empty. Jobs are told apart by type, domain and ID, as jobkit does.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -84,6 +96,8 @@ from jobkit.declaration.config import load_declaration
 from jobkit.local import LocalStack
 from jobkit.local.moto_patches import has_receivable
 from jobkit.local.stack import ACCOUNT_ID
+from jobkit.ops.cancel import lifter
+from jobkit.ops.dead_letters import DeadLetter
 from jobkit.ops.redrive import redrive
 from jobkit.ops.scope import resolve_scope
 from jobkit.push import derived_job_id
@@ -107,9 +121,16 @@ from testjobs import SCRIPTED, SimulatedCrash
 
 #: The error codes of the SQS faults the model injects.
 INJECTED_SQS_ERRORS = {SQS_THROTTLE[0], SQS_SERVER_ERROR[0]}
-EXAMPLES = 200
+EXAMPLES = int(__import__("os").environ.get("MODEL_EXAMPLES", "200"))
 EXAMPLE_SPACING_S = 100_000  # far apart: an example's messages, claims and roots never meet the next's
-DECLARATION = load_declaration(FIXTURES / "reliability.toml")
+#: reliability.toml (as the soak runs it), with cancellation on the types of every
+#: other option: roots and leaves, deliver_once, limits, debounce, plain delays.
+_CANCELLABLE = ("plain", "once", "leaf", "limited", "debounced")
+_DECLARED = load_declaration(FIXTURES / "reliability.toml")
+DECLARATION = dataclasses.replace(
+    _DECLARED,
+    types={n: dataclasses.replace(t, cancellable=n in _CANCELLABLE) for n, t in _DECLARED.types.items()},
+)
 QUEUES = sorted(DECLARATION.queues)
 #: The remove_duplicates types, and the params each leaves out of its dedup hash.
 IGNORED = {name: t.remove_duplicates_ignore_params for name, t in DECLARATION.types.items() if t.remove_duplicates}
@@ -170,6 +191,7 @@ SCRIPTS = st.sampled_from(
 )
 DELAYS = st.sampled_from([None, None, None, 3, 1000])
 DEBOUNCED = sorted(name for name, t in DECLARATION.types.items() if t.debounce is not None)
+CANCELLABLE = sorted(name for name, t in DECLARATION.types.items() if t.cancellable)
 #: The example's own domain, or a second one: debounce windows must not cross them.
 OTHER_DOMAIN = st.booleans()
 
@@ -210,6 +232,8 @@ class Harness:
         self.examples = 0
         self.steps = 0
         self.jobs = 0
+        self.cancels = 0  # cancellations recorded (one job, or a type's jobs before a time)
+        self.cancelled = 0  # jobs the runner acknowledged as cancelled
 
     def _received(self, parsed: dict[str, Any], **_: Any) -> None:
         ids = [key_of(m["Body"], by_job) or m["MessageId"] for m in parsed.get("Messages", [])]
@@ -286,6 +310,11 @@ class JobModel(RuleBasedStateMachine):
         self.redriven: dict[str, float] = {}  # job -> when an operator redrove it
         self.twice: dict[str, float] = {}  # job ID pushed twice (a retried request) -> seconds between
         self.virtual_roots: list[tuple[str, str | None, str, float]] = []  # (type, domain, signature, timestamp)
+        # job -> (when its cancellation was recorded, how many runs it had then); a lift removes it
+        self.cancels: dict[str, tuple[float, int]] = {}
+        self.lifted: dict[str, float] = {}  # job -> when an operator's redrive lifted its cancellation
+        # (type, domain, pushed before, when recorded, runs then of each job it covers)
+        self.watermarks: list[tuple[str, str | None, float, float, dict[str, int]]] = []
         self.serial = 0
 
     @property
@@ -538,19 +567,69 @@ class JobModel(RuleBasedStateMachine):
             for n in range(count)
         )
 
-    @rule(queue=st.sampled_from(QUEUES))
-    def redrive_a_dlq(self, queue: str) -> None:
-        # An operator's fix, then `jobkit dlq redrive QUEUE`: copies, with new message IDs
+    @rule(queue=st.sampled_from(QUEUES), uncancel=st.booleans())
+    def redrive_a_dlq(self, queue: str, uncancel: bool) -> None:
+        # An operator's fix, then `jobkit dlq redrive QUEUE [--uncancel]`: copies, with new message IDs
         try:
             moved = self.h.stack.dead_letters(queue)
         except ClientError:  # an injected fault: the operator tries again later
             return
-        with contextlib.suppress(ClientError):  # an injected fault: what was not moved stays in the DLQ
-            redrive(self.h.stack.sqs, self.h.stack.wiring.directory, resolve_scope(DECLARATION, queue))
+        lifted: list[str] = []
+
+        def lift(dead: DeadLetter) -> None:
+            lifter(DECLARATION, self.h.stack.records, self.clock, "model")(dead)
+            if dead.spec is not None:
+                lifted.append(by_job(dead.spec.type, dead.spec.domain, dead.spec.id))
+
+        with contextlib.suppress(ClientError, JobKitError):  # an injected fault: what was not moved stays
+            redrive(
+                self.h.stack.sqs,
+                self.h.stack.wiring.directory,
+                resolve_scope(DECLARATION, queue),
+                uncancel=lift if uncancel else None,
+            )
+        for key in lifted:
+            self.lifted[key] = self.clock.now()
         for message in moved:
             key = key_of(message["Body"], by_job)
             if key is not None:
                 self.redriven[key] = self.clock.now()
+
+    # -- cancellations -----------------------------------------------------------------------
+
+    def _runs_of(self, key: str) -> int:
+        return sum(1 for run in SCRIPTED if by_job(run.job_type, run.domain, run.job_id) == key)
+
+    @precondition(lambda self: any(s.type in CANCELLABLE for k, s in self.h.sent.specs.items() if k not in self.bad))
+    @rule(data=st.data())
+    def cancel_a_job(self, data: st.DataObject) -> None:
+        # an app cancels a job it pushed: queued, delayed, waiting, held, retried, dead or done
+        keys = [k for k, s in self.h.sent.specs.items() if s.type in CANCELLABLE and k not in self.bad]
+        key = data.draw(st.sampled_from(keys))
+        spec = self.h.sent.specs[key]
+        try:
+            self.h.stack.queue_group(spec.domain).cancel(spec.type, spec.id, by="model")
+        except JobKitError:  # the table is down: nothing was cancelled
+            return
+        self.cancels[key] = (self.clock.now(), self._runs_of(key))
+        self.lifted.pop(key, None)
+        self.h.cancels += 1
+
+    @rule(job_type=st.sampled_from(CANCELLABLE), other_domain=OTHER_DOMAIN, back_s=st.sampled_from([0, 3]))
+    def cancel_everything_pushed_before(self, job_type: str, other_domain: bool, back_s: int) -> None:
+        group = self._group(other_domain)
+        before = self.clock.now() - back_s
+        try:
+            group.cancel_all(job_type, pushed_before=before, by="model")
+        except JobKitError:
+            return
+        covered = {
+            key: self._runs_of(key)
+            for key, spec in self.h.sent.specs.items()
+            if (spec.type, spec.domain) == (job_type, group.domain)
+        }
+        self.watermarks.append((job_type, group.domain, before, self.clock.now(), covered))
+        self.h.cancels += 1
 
     @rule(queue=st.sampled_from(QUEUES))
     def redrive_a_dlq_natively(self, queue: str) -> None:
@@ -727,6 +806,7 @@ class JobModel(RuleBasedStateMachine):
         self._check_release_times()
         self._check_children(evidence)
         self._check_redrives(evidence)
+        self._check_cancellations(evidence)
 
     def _check_poison(self, fate: Fate) -> None:
         assert not fate.runs and fate.category is Category.DEAD_LETTERED, f"a bad body ran: {fate.describe()}"
@@ -750,6 +830,39 @@ class JobModel(RuleBasedStateMachine):
             after = [run for run in evidence[key].runs if run.started_at >= at]
             assert not after or after[0].attempt == 1, f"redriven with attempts used: {evidence[key].describe()}"
 
+    def _check_cancellations(self, evidence: dict[str, Fate]) -> None:
+        """A cancellation is true, and honoured: every cancelled result has one that
+        covers its push, and no push a cancellation covers starts a run after it was
+        recorded, but when the runner could not read the table (fail-open, said so)."""
+        pushed = self.h.sent.enqueue_times
+        sent = self.h.sent.specs
+
+        def covered(key: str) -> bool:
+            spec, first = sent[key], min(pushed[key])
+            if key in self.cancels and self.cancels[key][0] >= first:
+                return True
+            return any((t, d) == (spec.type, spec.domain) and before >= first for t, d, before, _, _ in self.watermarks)
+
+        unread = {
+            by_job(r.job_type, r.domain, r.job_id or "") for r in self.h.stack.results.results if r.dedup_unavailable
+        }
+        for result in self.h.stack.results.results:
+            if result.outcome is Outcome.CANCELLED:
+                self.h.cancelled += 1
+                key = by_job(result.job_type, result.domain, result.job_id or "")
+                assert covered(key), f"cancelled with no cancellation that covers it: {evidence[key].describe()}"
+        honoured = [(key, at, runs) for key, (at, runs) in self.cancels.items()]
+        honoured += [
+            (key, at, runs)
+            for t, d, before, at, jobs in self.watermarks
+            for key, runs in jobs.items()
+            if any(e <= before for e in pushed[key])
+        ]
+        for key, at, runs_then in honoured:
+            if key in unread or key in self.lifted or any(e > at for e in pushed[key]):
+                continue  # read nothing (fail-open), lifted by a redrive, or pushed again after it
+            assert self._runs_of(key) == runs_then, f"ran after its cancellation at {at}: {evidence[key].describe()}"
+
     def _check_dead_letter(self, message: dict[str, Any], fate: Fate, disturbed: set[str]) -> None:
         attributes = reason(message)
         if attributes:
@@ -769,8 +882,8 @@ class JobModel(RuleBasedStateMachine):
         assert has_records or fate.key in disturbed, f"redriven without a trace: {fate.describe()}"
 
     def _check_script(self, spec: JobSpecification, fate: Fate) -> None:
-        """An undisturbed job ends as its script says (unless de-duplicated)."""
-        if fate.category in (Category.DUPLICATE, Category.SUPERSEDED, Category.DEBOUNCED):
+        """An undisturbed job ends as its script says (unless de-duplicated or cancelled)."""
+        if fate.category in (Category.DUPLICATE, Category.SUPERSEDED, Category.DEBOUNCED, Category.CANCELLED):
             return
         reasons = {reason(m).get("jobkit.reason") for m in fate.dead_letters}
         again = self.lost | self.copied | self.crashed | self.children | set(self.redriven) | set(self.twice)
@@ -850,8 +963,8 @@ class JobModel(RuleBasedStateMachine):
             if owner not in sent or window(owner) != window(job) or max(pushed[owner]) < min(pushed[job]):
                 return False  # another type, domain or key, or pushed before the job it debounced
             fate, at = evidence[owner], ready(job)
-            if runs_after(owner, at) or fate.dead_letters:
-                return True
+            if runs_after(owner, at) or fate.dead_letters or fate.cancelled:
+                return True  # (a cancelled owner's run stood for the job: it was cancelled with it)
             if fate.deduplicated and any(runs_after(k, at) for k in sent if window(k) == window(job)):
                 return True  # a twin of its key ran after
             seen = seen | {owner}
@@ -994,6 +1107,7 @@ def test_every_pushed_job_ends_in_exactly_one_terminal_category(
     elapsed = time.perf_counter() - began
     print(
         f"\nmodel: {harness.examples} examples, {harness.steps} delivering steps, {harness.jobs} jobs pushed, "
-        f"in {elapsed:.1f} s; faults injected: {harness.injected()}"
+        f"in {elapsed:.1f} s; {harness.cancels} cancellations, {harness.cancelled} jobs cancelled;"
+        f" faults injected: {harness.injected()}"
     )
     assert harness.examples >= EXAMPLES

@@ -68,5 +68,9 @@ def handle_event(endpoint: PushEndpoint, event: Mapping[str, Any]) -> dict[str, 
     except ValueError:
         body = b"\xff"  # not JSON: the endpoint answers 400
     headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
-    response = endpoint.handle(str(http.get("method", "")), headers, body)
+    query = str(event.get("rawQueryString") or "")  # as sent: what a GET's HMAC signature covers
+    # with IAM auth, the caller's principal: who cancelled
+    iam = ((event.get("requestContext") or {}).get("authorizer") or {}).get("iam") or {}
+    principal = iam.get("userArn") if isinstance(iam, Mapping) else None
+    response = endpoint.handle(str(http.get("method", "")), headers, body, query, str(principal) if principal else None)
     return {"statusCode": response.status, "headers": response.headers, "body": response.text()}

@@ -15,10 +15,17 @@ job's fate, in the request's order:
 - ``refused``: it is not a job the endpoint takes; sending it again will not help;
 - ``failed``: SQS did not take it (throttled, say); sending it again may.
 
-HTTP status: 200 when every job was enqueued, 207 when some were not, 400 for
-a request that is not ``{"jobs": [...]}``, 413 for more than :data:`MAX_JOBS`
-jobs, 401 for a wrong producer signature, 503 when the endpoint's own key
-cannot be used. The endpoint never logs params.
+A request may also hold ``"cancel": [...]``, beside or instead of its jobs:
+cancellations of jobs of the endpoint's types, each answered under
+``"cancel"`` (:mod:`jobkit.endpoint.control`). The jobs are sent first, then
+the cancellations recorded. ``GET ?type=T&id=ID&domain=D`` answers one job's
+status.
+
+HTTP status: 200 when every job was enqueued and every cancellation recorded
+(``cancelled`` or ``ended``), 207 when some were not, 400 for a request that
+is not ``{"jobs": [...]}`` or ``{"cancel": [...]}``, 413 for more than
+:data:`MAX_JOBS` jobs and cancellations, 401 for a wrong producer signature,
+503 when the endpoint's own key cannot be used. The endpoint never logs params.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from jobkit.core.correlation import correlation_scope, from_headers
 from jobkit.core.errors import JobQueueError, SpecError, UnknownJobType
 from jobkit.core.spec import JobSpecification
 from jobkit.core.wire import decode
+from jobkit.endpoint.control import STATES, EndpointControl, cancelled_by, job_keys
 from jobkit.endpoint.signature import HEADER, KeyUnusable, SignatureRefused, usable_key, verify
 
 if TYPE_CHECKING:
@@ -43,11 +51,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Jobs in one request (a function URL takes at most 6 MB of request).
+#: Jobs and cancellations in one request (a function URL takes at most 6 MB of request).
 MAX_JOBS = 500
 MAX_BODY_BYTES = 6 * 1024 * 1024
 #: The error classes of a job the endpoint refuses: sending it again will not help.
 REFUSED = frozenset({"SpecError", "InvalidParams", "UnknownJobType"})
+NOT_JOBS = 'the request must be a JSON object {"jobs": [...]} with at least one job'
+NOT_A_REQUEST = (
+    'the request must be a JSON object with "jobs": [...] and/or "cancel": [...], at least one of them not empty'
+)
 
 
 @dataclass
@@ -61,11 +73,12 @@ class Response:
 
 
 class PushEndpoint:
-    """Takes job specs over HTTP for the types of ``declaration`` (the endpoint's).
+    """Takes job specs, and cancellations, over HTTP for the types of
+    ``declaration`` (the endpoint's), and answers their status.
 
     Args:
         declaration: the types the endpoint takes, with their schemas.
-        group: the push SDK it sends with (made on the first request).
+        group: the push SDK it sends, cancels and reads status with (made on the first request).
         clock: the endpoint's clock.
         hmac_key: with ``auth = "hmac"``, the key producers sign with (made on
             the first request); ``None``: requests are authenticated before
@@ -86,37 +99,72 @@ class PushEndpoint:
         self._hmac_key = hmac_key
         # a producer signs with its own (real) clock: the local stack's may have been moved ahead
         self._signature_clock = signature_clock or clock
+        self._control = EndpointControl(declaration, group)
 
-    def handle(self, method: str, headers: Mapping[str, str], body: bytes) -> Response:
-        """Answer one request. ``headers`` have lowercase names."""
-        if method.upper() != "POST":
-            return _error(405, 'use POST with a JSON body {"jobs": [...]}')
-        if len(body) > MAX_BODY_BYTES:
+    def handle(
+        self, method: str, headers: Mapping[str, str], body: bytes, query: str = "", principal: str | None = None
+    ) -> Response:
+        """Answer one request. ``headers`` have lowercase names; ``query`` is the
+        raw query string (a GET's); ``principal`` the caller's IAM principal ARN,
+        when the request was signed with SigV4 (it names who cancelled)."""
+        verb = method.upper()
+        if verb not in ("POST", "GET"):
+            return _error(405, 'use POST with a JSON body {"jobs": [...], "cancel": [...]}, or GET ?type=T&id=ID')
+        if verb == "POST" and len(body) > MAX_BODY_BYTES:
             return _error(413, f"the request is {len(body)} bytes, over the {MAX_BODY_BYTES} the endpoint takes")
-        if self._hmac_key is not None:
-            try:
-                verify(usable_key(self._hmac_key()), body, headers.get(HEADER), self._signature_clock.now())
-            except SignatureRefused as exc:
-                return _error(401, str(exc))
-            except KeyUnusable as exc:  # the stack's fault, not the producer's: send again once fixed
-                log.error("push endpoint takes no request: %s", exc)
-                return _error(503, f"the endpoint cannot check signatures: {exc}")
+        # a GET is signed over its raw query string, a POST over its body
+        signed = query.encode("utf-8", "surrogateescape") if verb == "GET" else body
+        refused = self._check_signature(headers, signed, "query string" if verb == "GET" else "body")
+        if refused is not None:
+            return refused
+        if verb == "GET":
+            return Response(*self._control.status(query))
         try:
             request = decode(body)
         except SpecError as exc:
             return _error(400, f"the request is not JSON: {exc}")
-        jobs = request.get("jobs") if isinstance(request, dict) else None
-        if not isinstance(jobs, list) or not jobs:
-            return _error(400, 'the request must be a JSON object {"jobs": [...]} with at least one job')
-        if len(jobs) > MAX_JOBS:
+        if not isinstance(request, dict) or "cancel" not in request:
+            jobs, cancel = request.get("jobs") if isinstance(request, dict) else None, None
+            if not isinstance(jobs, list) or not jobs:
+                return _error(400, NOT_JOBS)
+        else:
+            jobs, cancel = request.get("jobs", []), request["cancel"]
+            if not isinstance(jobs, list) or not isinstance(cancel, list) or not (jobs or cancel):
+                return _error(400, NOT_A_REQUEST)
+        if cancel is None and len(jobs) > MAX_JOBS:
             return _error(413, f"{len(jobs)} jobs in one request, over the {MAX_JOBS} the endpoint takes")
+        if cancel is not None and len(jobs) + len(cancel) > MAX_JOBS:
+            count = len(jobs) + len(cancel)
+            return _error(413, f"{count} jobs and cancellations in one request, over the {MAX_JOBS} the endpoint takes")
         # the request's X-Request-ID, X-Correlation-ID or trace ID, else a new one
         environ_names = {"HTTP_" + name.upper().replace("-", "_"): value for name, value in headers.items()}
+        answer: dict[str, Any] = {}
+        done = True
         with correlation_scope(from_headers(environ_names)):
-            answers = self._push(jobs)
-        counts = {state: sum(1 for a in answers if a["status"] == state) for state in ("enqueued", "refused", "failed")}
-        status = 200 if counts["enqueued"] == len(answers) else 207
-        return Response(status, {**counts, "jobs": answers})
+            if "jobs" in request:
+                answers = self._push(jobs)
+                counts = {s: sum(1 for a in answers if a["status"] == s) for s in ("enqueued", "refused", "failed")}
+                answer.update(counts, jobs=answers)
+                done = counts["enqueued"] == len(answers)
+            if cancel is not None:
+                cancelled = self._control.cancel(cancel, cancelled_by(principal))
+                cancel_counts = {s: sum(1 for a in cancelled if a["status"] == s) for s in STATES}
+                answer.update(cancelCounts=cancel_counts, cancel=cancelled)
+                done = done and cancel_counts["cancelled"] + cancel_counts["ended"] == len(cancelled)
+        return Response(200 if done else 207, answer)
+
+    def _check_signature(self, headers: Mapping[str, str], signed: bytes, what: str) -> Response | None:
+        """With ``auth = "hmac"``: 401 for a wrong producer signature, 503 when the key cannot be used."""
+        if self._hmac_key is None:
+            return None
+        try:
+            verify(usable_key(self._hmac_key()), signed, headers.get(HEADER), self._signature_clock.now(), what=what)
+        except SignatureRefused as exc:
+            return _error(401, str(exc))
+        except KeyUnusable as exc:  # the stack's fault, not the producer's: send again once fixed
+            log.error("push endpoint takes no request: %s", exc)
+            return _error(503, f"the endpoint cannot check signatures: {exc}")
+        return None
 
     def _push(self, jobs: list[Any]) -> list[dict[str, Any]]:
         now = self._clock.now()
@@ -131,7 +179,7 @@ class PushEndpoint:
                 if spec.id in where:
                     raise SpecError(f"id {spec.id!r} is also job {where[spec.id]} of this request")
             except SpecError as exc:
-                answer.update(_job_keys(raw), status="refused", errorClass=type(exc).__name__, error=str(exc))
+                answer.update(job_keys(raw), status="refused", errorClass=type(exc).__name__, error=str(exc))
                 continue
             where[spec.id] = index
             answer.update(id=spec.id, type=spec.type, status="enqueued")
@@ -165,13 +213,6 @@ class PushEndpoint:
             taken = ", ".join(sorted(self._declaration.types))
             raise UnknownJobType(spec.type, f"the push endpoint does not take it (it takes {taken})")
         return spec
-
-
-def _job_keys(raw: Any) -> dict[str, Any]:
-    """What a refused job's answer can name of it: its id and type, if they are strings."""
-    if not isinstance(raw, dict):
-        return {}
-    return {k: raw[k] for k in ("id", "type") if isinstance(raw.get(k), str) and len(raw[k]) <= 200}
 
 
 def _error(status: int, message: str) -> Response:

@@ -7,7 +7,10 @@ A request carries the header::
 where ``t`` is the time of signing (UTC epoch seconds, an integer) and ``v1``
 is the lowercase hex HMAC-SHA256, keyed with the secret's key (its
 ``SecretString``, as UTF-8 bytes), of ``f"{t}.{body}"``: the time, a dot, and
-the request body's bytes exactly as sent. A signature more than
+the request body's bytes exactly as sent. A GET (a job's status) has no body: it is
+signed over its raw query string instead, ``f"{t}.{raw_query_string}"``, the
+bytes after the ``?`` exactly as sent (percent-encoding and all, without the
+``?``). A signature more than
 :data:`MAX_AGE_S` away from the endpoint's clock is refused, so a captured
 request cannot be replayed later. (As Stripe's and Slack's webhooks sign.)
 """
@@ -41,16 +44,17 @@ def usable_key(key: bytes) -> bytes:
 
 
 def sign(key: bytes, body: bytes, now: float) -> str:
-    """The header value for ``body`` signed at ``now``."""
+    """The header value for ``body`` (or a GET's raw query string) signed at ``now``."""
     timestamp = int(now)
     digest = hmac.new(key, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
     return f"t={timestamp},v1={digest}"
 
 
-def verify(key: bytes, body: bytes, header: str | None, now: float) -> None:
-    """Raise :class:`SignatureRefused` unless ``header`` signs ``body`` with ``key``, within :data:`MAX_AGE_S`."""
+def verify(key: bytes, body: bytes, header: str | None, now: float, *, what: str = "body") -> None:
+    """Raise :class:`SignatureRefused` unless ``header`` signs ``body`` with ``key``, within
+    :data:`MAX_AGE_S`. ``what`` names what was signed in the refusal (a GET's "query string")."""
     if not header:
-        raise SignatureRefused("no X-Jobkit-Signature header: sign the body (see docs/push-endpoint.md)")
+        raise SignatureRefused(f"no X-Jobkit-Signature header: sign the {what} (see docs/push-endpoint.md)")
     match = _FORMAT.fullmatch(header.strip())
     if match is None:
         raise SignatureRefused(
@@ -61,4 +65,4 @@ def verify(key: bytes, body: bytes, header: str | None, now: float) -> None:
         raise SignatureRefused(f"the signature's time is more than {MAX_AGE_S} s from the endpoint's clock")
     expected = hmac.new(key, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
     if not hmac.compare_digest(expected, match.group(2)):
-        raise SignatureRefused("the signature does not match the body")
+        raise SignatureRefused(f"the signature does not match the {what}")

@@ -1,4 +1,5 @@
-"""The push endpoint on the local stack: ``POST {endpoint}/jobkit/push`` on `jobkit local up`'s port.
+"""The push endpoint on the local stack: ``POST {endpoint}/jobkit/push`` (and ``GET`` for a
+job's status) on `jobkit local up`'s port.
 
 It runs the deployed endpoint's code (:class:`~jobkit.endpoint.service.PushEndpoint`)
 and authenticates as its function URL does on AWS:
@@ -129,4 +130,6 @@ class PushRoute:
                 verify_sigv4(method, path, query, headers, body, time.time(), expected_region=self._region)
             except SigV4Refused as exc:
                 return Response(403, {"error": f"Forbidden: {exc}"})
-        return self._endpoint().handle(method, headers, body)
+        # the query string's bytes as sent (WSGI hands them over as Latin-1): what a GET's HMAC signature covers
+        raw_query = str(environ.get("QUERY_STRING", "")).encode("latin-1", "replace").decode("utf-8", "surrogateescape")
+        return self._endpoint().handle(method, headers, body, raw_query)

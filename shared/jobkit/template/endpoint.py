@@ -3,10 +3,12 @@
 One function with a function URL (``PushEndpoint``, its URL in the
 ``PushEndpointUrl`` output). It has no code of its own: an inline line imports
 the handler from the jobkit layer. It may only send to the queues of the types
-it takes and write their root records (``dynamodb:LeadingKeys``), and with
-``auth = "hmac"`` read its one secret. With ``auth = "iam"`` the URL takes only
-requests signed by principals whose policy allows invoking it: the producer
-policy does.
+it takes and write their root records (``dynamodb:LeadingKeys``), cancel and
+read the status of jobs of those types as ``group.cancel`` and ``group.status``
+do (the producer policy's :func:`~jobkit.template.iam.control_statements`, for
+its types only), and with ``auth = "hmac"`` read its one secret. With
+``auth = "iam"`` the URL takes only requests signed by principals whose policy
+allows invoking it: the producer policy does.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from jobkit.core.resources import ARCHITECTURE, PREFIX_PARAMETER, RUNTIME
 from jobkit.declaration.config import Declaration, declaration_to_dict
 from jobkit.records.keys import root_records_pattern
 from jobkit.template.checkov import checkov_skips
-from jobkit.template.iam import table_statement
+from jobkit.template.iam import control_statements, table_statement
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 from jobkit.template.resources import check_environment_size
 
@@ -52,6 +54,8 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
             "Resource": [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in own.queues],
         },
         table_statement("RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, own.types)),
+        # its cancellable types' cancellations; what cancel and status read of its types
+        *control_statements(own),
     ]
     if options.hmac_secret is not None:
         variables["JOBKIT_ENDPOINT_HMAC_SECRET"] = options.hmac_secret
