@@ -102,29 +102,80 @@ def test_every_role_is_a_runner_role_a_schedule_role_or_the_push_endpoints(trans
     assert names and all(name.endswith(("RunnerRole", "ScheduleRole")) or name == "PushEndpointRole" for name in names)
 
 
-def test_the_push_endpoint_may_only_send_its_types_and_record_their_roots(
-    translated: dict[str, Any], example_declaration: Declaration
+#: The example's endpoint takes no type that is cancellable or tracks its status: one
+#: that takes some (tracked, cancellable, deliver_once) and not others just like them.
+ENDPOINT_TAKES_SOME = {
+    "types": {
+        **CROSS_QUEUE["types"],
+        "report": {"class": "m:Report", "track_status": True},
+        "sweep": {
+            "class": "m:Sweep",
+            "queue": "lowTraffic",
+            "track_status": True,
+            "cancellable": True,
+            "deliver_once": True,
+        },
+    },
+    "push_endpoint": {"types": ["purge", "digest", "report", "refreshLinks"]},
+}
+
+
+@pytest.fixture(scope="module")
+def endpoint_deployments(translated: dict[str, Any], example_declaration: Declaration) -> list[tuple[Declaration, Any]]:
+    """The example's committed template, and one whose endpoint takes cancellable and tracked types."""
+    some = parse_declaration(ENDPOINT_TAKES_SOME, source="jobs.toml")
+    return [(example_declaration, translated), (some, translate(build(some), parameters={"Prefix": "jobkit"}))]
+
+
+def test_the_push_endpoint_may_only_send_its_types_record_their_roots_and_cancel_and_read_them(
+    endpoint_deployments: list[tuple[Declaration, Any]],
 ) -> None:
-    assert example_declaration.push_endpoint is not None
-    taken = example_declaration.push_endpoint.types
-    role = translated["Resources"]["PushEndpointRole"]["Properties"]
-    managed = [arn["Fn::Sub"] if isinstance(arn, dict) else arn for arn in role.get("ManagedPolicyArns", [])]
-    assert all(arn.endswith(":policy/service-role/AWSLambdaBasicExecutionRole") for arn in managed), managed
-    statements = {s["Sid"]: s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]}
-    assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs"}
-    send = statements["SendToTakenTypesQueues"]
-    assert as_list(send["Action"]) == ["sqs:SendMessage"]
-    queues = sorted({example_declaration.types[t].queue for t in taken})
-    assert as_list(send["Resource"]) == [{"Fn::GetAtt": [f"{logical_id(q)}Queue", "Arn"]} for q in queues]
-    roots = statements["RecordRootJobs"]
-    assert as_list(roots["Action"]) == ["dynamodb:UpdateItem"]
-    for job_type in example_declaration.types:
-        for kind, key in every_key_of(job_type).items():
-            assert may_touch(leading_keys(roots), key) == (kind is Kind.ROOT and job_type in taken), key
-    # IAM auth: only signed requests of principals allowed to invoke it
-    [url] = [r for r in translated["Resources"].values() if r["Type"] == "AWS::Lambda::Url"]
-    assert url["Properties"]["AuthType"] == "AWS_IAM"
-    assert not [r for r in translated["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"]
+    for declaration, template in endpoint_deployments:
+        assert declaration.push_endpoint is not None
+        taken = declaration.push_endpoint.types
+        role = template["Resources"]["PushEndpointRole"]["Properties"]
+        managed = [arn["Fn::Sub"] if isinstance(arn, dict) else arn for arn in role.get("ManagedPolicyArns", [])]
+        assert all(arn.endswith(":policy/service-role/AWSLambdaBasicExecutionRole") for arn in managed), managed
+        statements = {s["Sid"]: s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]}
+        cancellable = {t for t in taken if declaration.types[t].cancellable}
+        tracked = {t for t in taken if declaration.types[t].track_status}
+        assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs"} | (
+            {"CancelJobs"} if cancellable else set()
+        ) | ({"ReadJobStatus"} if cancellable | tracked else set())
+        send = statements["SendToTakenTypesQueues"]
+        assert as_list(send["Action"]) == ["sqs:SendMessage"]
+        queues = sorted({declaration.types[t].queue for t in taken})
+        assert as_list(send["Resource"]) == [{"Fn::GetAtt": [f"{logical_id(q)}Queue", "Arn"]} for q in queues]
+        roots = statements["RecordRootJobs"]
+        assert as_list(roots["Action"]) == ["dynamodb:UpdateItem"]
+        # cancel and status: what group.cancel and group.status need, of the types it takes only
+        cancel = statements.get("CancelJobs", {"Action": [], "Condition": {}})
+        read = statements.get("ReadJobStatus", {"Action": [], "Condition": {}})
+        if cancellable:
+            assert as_list(cancel["Action"]) == ["dynamodb:PutItem", "dynamodb:UpdateItem"]
+        if cancellable | tracked:
+            assert as_list(read["Action"]) == ["dynamodb:GetItem", "dynamodb:Query"]
+        for job_type, declared in declaration.types.items():
+            for kind, key in every_key_of(job_type).items():
+                assert may_touch(leading_keys(roots), key) == (kind is Kind.ROOT and job_type in taken), key
+                writes = bool(cancel["Condition"]) and may_touch(leading_keys(cancel), key)
+                assert writes == (kind is Kind.CANCEL and job_type in cancellable), key
+                # read: its cancellations, and whether a job ended (status, delivery claims)
+                readable = (
+                    (kind is Kind.CANCEL and job_type in cancellable)
+                    or (kind is Kind.STATUS and job_type in tracked)
+                    or (kind is Kind.DELIVERY and job_type in cancellable and declared.deliver_once)
+                )
+                assert (bool(read["Condition"]) and may_touch(leading_keys(read), key)) == readable, key
+        # IAM auth: only signed requests of principals allowed to invoke it
+        [url] = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Url"]
+        assert url["Properties"]["AuthType"] == "AWS_IAM"
+        assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"]
+    # the second declaration takes what the example's endpoint does not: each case is checked
+    some, _ = endpoint_deployments[1]
+    kinds = {(t.cancellable, t.track_status, t.deliver_once) for t in some.for_endpoint().types.values()}
+    assert {(True, True, False), (True, False, True), (False, True, False), (False, False, False)} <= kinds
+    assert "sweep" not in some.for_endpoint().types and some.types["sweep"].cancellable
 
 
 def test_an_hmac_push_endpoint_may_read_its_one_secret(example_declaration: Declaration) -> None:
