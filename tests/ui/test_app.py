@@ -10,47 +10,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-from starlette.testclient import TestClient
 
 from jobkit import JobSpecification
 from jobkit.core.outcome import Outcome
 from jobkit.local import LocalStack
-from jobkit.ops.config import CliConfig
 from jobkit.ui.access import COOKIE
-from jobkit.ui.app import create_app
-from jobkit.ui.csrf import CsrfGuard
 from jobkit.ui.headers import CONTENT_SECURITY_POLICY
 from jobkit.ui.settings import UiSettings
 
+from .client import CSRF, LOCAL, TOKEN, Ui, form
 from testjobs import BROKEN
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-LOCAL = "http://127.0.0.1:8765"
-CSRF = "the-csrf-token-of-this-test-process"
-TOKEN = "s3cret-token-for-the-tests"
-
-
-class Ui:
-    """A TestClient on the app; the stack's clock moves a second after each request."""
-
-    def __init__(self, stack: LocalStack, settings: UiSettings, base_url: str = LOCAL) -> None:
-        config = CliConfig(config_path=FIXTURES / "jobs.toml", clock=stack.clock)
-        self.stack = stack
-        self.client = TestClient(create_app(config, settings, csrf=CsrfGuard(CSRF)), base_url=base_url)
-
-    def get(self, url: str, **kwargs: Any) -> Any:
-        response = self.client.get(url, **kwargs)
-        self.stack.clock.advance(1)
-        return response
-
-    def post(self, url: str, data: dict[str, object], **kwargs: Any) -> Any:
-        response = self.client.post(url, data=data, **kwargs)
-        self.stack.clock.advance(1)
-        return response
 
 
 @pytest.fixture
@@ -73,10 +44,6 @@ def read_only(stack: LocalStack) -> Iterator[Ui]:
 @pytest.fixture
 def actions(stack: LocalStack) -> Iterator[Ui]:
     yield Ui(stack, UiSettings(allow_actions=True))
-
-
-def form(**fields: object) -> dict[str, object]:
-    return {"csrf": CSRF, **fields}
 
 
 # -- the pages ------------------------------------------------------------------------------------

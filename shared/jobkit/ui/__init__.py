@@ -6,12 +6,15 @@ logic: the overview is :func:`~jobkit.ops.queue_summaries` and
 :func:`~jobkit.ops.list_dead_letters`, a job's page is
 :func:`~jobkit.ops.job_report`, and the actions are
 :func:`~jobkit.ops.redrive`, :func:`~jobkit.ops.delete` and
-:func:`~jobkit.ops.purge`, called as ``jobkit dlq`` calls them.
+:func:`~jobkit.ops.purge`, called as ``jobkit dlq`` calls them, and
+:func:`~jobkit.ops.cancel.cancel_one` and :func:`~jobkit.ops.cancel.cancel_all`,
+as ``jobkit cancel`` calls them.
 
 - :mod:`~jobkit.ui.app`: the Starlette application, from a
   :class:`~jobkit.ops.config.CliConfig` and :class:`~jobkit.ui.settings.UiSettings`
 - :mod:`~jobkit.ui.pages`: the pages (overview, type, job)
-- :mod:`~jobkit.ui.actions`: redrive, delete and purge, behind a confirmation
+- :mod:`~jobkit.ui.actions`: redrive, delete, purge and cancel, behind a confirmation
+- :mod:`~jobkit.ui.cancelling`: cancel a job, or every job pushed until now; lift on a redrive
 - :mod:`~jobkit.ui.overview`: one row per type, from the ops reports
 - :mod:`~jobkit.ui.history`: the last hour per type, for the sparklines
 - :mod:`~jobkit.ui.sparkline`: a series as a small inline SVG

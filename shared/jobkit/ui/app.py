@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 def templates(settings: UiSettings, csrf: CsrfGuard, stack: str) -> Jinja2Templates:
     """The package's templates, autoescaped, with the ops views' formats as filters."""
     from jobkit.ops import views
+    from jobkit.ops.top import FINAL_OUTCOME_METRICS
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("jobkit.ui", "templates"),
@@ -59,6 +60,7 @@ def templates(settings: UiSettings, csrf: CsrfGuard, stack: str) -> Jinja2Templa
         csrf_token=csrf.token,
         interval_ms=int(settings.interval_s * 1000),
         missing=views.MISSING,
+        final_outcomes=FINAL_OUTCOME_METRICS,
         stack=stack,
     )
     return Jinja2Templates(env=env)
@@ -102,6 +104,8 @@ def create_app(config: CliConfig, settings: UiSettings, *, csrf: CsrfGuard | Non
         Route("/types/{name}/redrive", actions.redrive, methods=["POST"]),
         Route("/types/{name}/delete", actions.delete, methods=["POST"]),
         Route("/types/{name}/purge", actions.purge, methods=["POST"]),
+        Route("/types/{name}/cancel", actions.cancel, methods=["POST"]),
+        Route("/types/{name}/cancel-all", actions.cancel_all, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("jobkit.ui", "static")]), name="static"),
     ]
     middleware = [

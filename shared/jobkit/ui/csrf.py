@@ -1,4 +1,4 @@
-"""Why a POST from another site never redrives, deletes or purges anything.
+"""Why a POST from another site never redrives, deletes, purges or cancels anything.
 
 The pages run with the operator's AWS credentials, so a form on any other
 site that posts to ``http://127.0.0.1:<port>/...`` must not act. Two checks,

@@ -7,6 +7,11 @@ returns; nothing here decides anything the commands would not.
 Job params are shown only on a job's own page, folded (``<details>``): they
 may hold personal data, and an operator looking for a traceback need not see
 them.
+
+A job's page of a cancellable type shows its status as ``group.status`` reads
+it (:meth:`~jobkit.status.control.JobControl.status`: with a cancellation
+recorded after the job had started), and is there even when no record of the
+job exists yet: a job still queued has none, and may be cancelled from it.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from jobkit.ops import (
     resolve_scope,
     top_snapshot,
 )
+from jobkit.status.control import JobControl
 from jobkit.ui.history import HistoryCache
 from jobkit.ui.overview import overview
 from jobkit.ui.settings import UiSettings
 
 if TYPE_CHECKING:
-    from jobkit.ops import DeadLetter
+    from jobkit.declaration.config import JobType
+    from jobkit.ops import DeadLetter, JobReport
     from jobkit.ops.config import CliConfig
     from jobkit.records import FailureRecord
 
@@ -144,16 +151,33 @@ class Pages:
         report = job_report(config.records, config.declaration, job_id, job_type=name)
         scope = resolve_scope(config.declaration, name)
         dead = find_dead_letters(config.sqs, config.directory, scope, job_id, records=config.records, now=now)
-        if not report.found and not dead.items:
+        found = report.found or bool(dead.items)
+        if not found and not job_type.cancellable:
             message = report.not_found(name, ANY_DOMAIN) + ", and it is not in the dead-letter queue"
             return self.render(request, "error.html", {"message": message}, status_code=404)
         context = {
             "page": "job",
             "job_type": job_type,
             "job_id": job_id,
-            "report": report,
+            "report": self._with_cancellations(job_type, report),
             "dead": dead.items,
             "scope": scope,
             "now": now,
+            # the domains its records know it in: one Cancel button each (none known: a domain field)
+            "cancel_domains": list(
+                dict.fromkeys([*(m.domain for m in report.matches), *(d.domain for d in dead.items)])
+            ),
         }
-        return self.render(request, "job.html", context)
+        return self.render(request, "job.html", context, status_code=200 if found else 404)
+
+    def _with_cancellations(self, job_type: JobType, report: JobReport) -> JobReport:
+        """The statuses as ``group.status`` reads them: with the job's cancellation, if one was recorded."""
+        if not (job_type.cancellable and job_type.track_status):
+            return report
+        config = self.config
+        control = JobControl(config.declaration, config.records, config.clock)
+        matches = [
+            replace(m, status=control.status(m.job_type, m.job_id, m.domain)) if m.status is not None else m
+            for m in report.matches
+        ]
+        return replace(report, matches=matches)

@@ -15,7 +15,7 @@ class UiSettings:
     """The app's switches.
 
     Attributes:
-        allow_actions: whether redrive, delete and purge exist at all; off,
+        allow_actions: whether redrive, delete, purge and cancel exist at all; off,
             no button is rendered and every POST is refused.
         token: the access token every request must carry; ``None`` only when
             serving on a loopback address.
