@@ -3,7 +3,8 @@ Idempotency (DynamoDB persistence), on a no-op job, with moto in its own process
 
 Per job: DynamoDB requests (counted on every botocore client in the process) and
 the runner's CPU time, for a plain job, a remove_duplicates job (when it runs,
-and when it is a duplicate) and a leaf of a root job. Events are built as the
+and when it is a duplicate), a leaf of a root job, and a job of a cancellable
+type when nothing is cancelled. Events are built as the
 event source mapping delivers them; on success the runner needs no SQS call.
 """
 
@@ -24,6 +25,7 @@ def _declaration() -> Any:
         "plain": {"class": "bench_jobs:NoopJob"},
         "dedup": {"class": "bench_jobs:NoopJob", "remove_duplicates": True},
         "leaf": {"class": "bench_jobs:NoopJob"},
+        "cancellable": {"class": "bench_jobs:NoopJob", "cancellable": True},
     }
     return parse_declaration({"jobkit": {"prefix": "bench"}, "types": types}, source="bench")
 
@@ -88,6 +90,10 @@ def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
             "dedup", [t.replace(id=f"twin-{t.id}") for t in twins], "duplicate", sent
         ),
         "leaf": measured("leaf", [JobSpecification("leaf", {"n": n, **leaf_params}) for n in range(jobs)], "succeeded"),
+        # nothing cancelled: one read of the type's cancellations per batch
+        "cancellable, nothing cancelled": measured(
+            "cancellable", [JobSpecification("cancellable", {"n": n}) for n in range(jobs)], "succeeded"
+        ),
     }
     return results
 

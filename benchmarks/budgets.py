@@ -91,6 +91,12 @@ BUDGETS = [
     Budget("DynamoDB requests per remove_duplicates duplicate", "requests", 1, _runner("remove_duplicates, duplicate")),
     Budget("DynamoDB requests per leaf job", "requests", 0.1, _runner("leaf")),
     Budget(
+        "DynamoDB requests per job of a cancellable type, nothing cancelled",
+        "requests",
+        0.1,
+        _runner("cancellable, nothing cancelled"),
+    ),
+    Budget(
         "DynamoDB round trips per batch of 10 remove_duplicates jobs",
         "round trips",
         2,

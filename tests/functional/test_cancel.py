@@ -138,6 +138,17 @@ def test_a_running_job_that_checks_stops_and_ends_cancelled(local: LocalStack, r
     assert status.state is JobState.CANCELLED and status.note is not None and "cancelled by ops" in status.note
 
 
+def test_a_job_cancelled_while_it_waits_for_its_turn_in_the_batch_never_starts(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    # Three jobs of one batch, each 9 s long; the third is cancelled while the first runs
+    testjobs.STEP_HOOKS.append(lambda job, step: group.cancel("mail", "third") if job.id == "first" else None)
+    group.push([JobSpecification("mail", {"script": {"steps": 3}}, id=i) for i in ("first", "second", "third")])
+    local.drain()
+    # Then it is checked again before it starts (its batch's check is over 5 s old), and never runs
+    assert [run.job_id for run in SCRIPTED] == ["first", "second"]
+    assert outcomes(local) == {"first": Outcome.SUCCEEDED, "second": Outcome.SUCCEEDED, "third": Outcome.CANCELLED}
+
+
 def test_a_running_job_that_never_checks_runs_to_its_end(local: LocalStack) -> None:
     group = local.queue_group("wiki")
     testjobs.STEP_HOOKS.append(lambda job, step: group.cancel("mail", job.id) if step == 0 else None)
@@ -199,7 +210,7 @@ def test_a_redriven_cancelled_job_stays_cancelled_unless_the_operator_lifts_it(
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["moved"] == 1
-    local.results.results.clear()
+    local.results.clear()
     SCRIPTED.clear()
     local.drain()
     # Then it stays cancelled; lifted, it runs again (and fails again: its script fails 2 attempts)

@@ -303,6 +303,7 @@ class JobModel(RuleBasedStateMachine):
         self.group = h.stack.queue_group(self.domain)
         self.lost: set[str] = set()  # jobs with a delivery lost to a crash, a drop or a fault
         self.crashed: set[str] = set()  # jobs whose own script killed an invocation
+        self.unreported: set[str] = set()  # jobs of a batch that died: what the runner did, it never said
         self.copied: set[str] = set()
         self.foreign: set[str] = set()  # sent by a producer that records no roots
         self.bad: set[str] = set()  # bodies a runner must refuse as poison
@@ -615,6 +616,31 @@ class JobModel(RuleBasedStateMachine):
         self.lifted.pop(key, None)
         self.h.cancels += 1
 
+    @rule(
+        job_type=st.sampled_from(["plain", "limited", "debounced"]),
+        scripts=st.lists(SCRIPTS, min_size=1, max_size=3),
+        delay=DELAYS,
+        other_domain=OTHER_DOMAIN,
+        first_poll=st.booleans(),
+    )
+    def push_then_cancel_everything(
+        self, job_type: str, scripts: list[dict[str, Any]], delay: int | None, other_domain: bool, first_poll: bool
+    ) -> None:
+        # jobs still queued (or waiting, or delayed) when their type's jobs are cancelled
+        group = self._group(other_domain)
+        self.h.jobs += len(scripts)
+        with contextlib.suppress(JobQueueError):
+            group.push(
+                [
+                    JobSpecification(job_type, {"key": "a", "script": s, "n": n}, delay=delay)
+                    for n, s in enumerate(scripts)
+                ]
+            )
+        self.clock.advance(1)
+        if first_poll:
+            self.poll()
+        self.cancel_everything_pushed_before(job_type, other_domain, 0)
+
     @rule(job_type=st.sampled_from(CANCELLABLE), other_domain=OTHER_DOMAIN, back_s=st.sampled_from([0, 3]))
     def cancel_everything_pushed_before(self, job_type: str, other_domain: bool, back_s: int) -> None:
         group = self._group(other_domain)
@@ -669,6 +695,7 @@ class JobModel(RuleBasedStateMachine):
     def _crashed(self, crash: SimulatedCrash) -> None:
         key = by_job(crash.job_type, crash.domain, crash.job_id)
         self.crashed.add(key)
+        self.unreported |= set(self.h.last_batch)
         self.lost |= set(self.h.last_batch) - {key}
 
     def _receive(self, queue: str) -> list[dict[str, Any]]:
@@ -843,7 +870,8 @@ class JobModel(RuleBasedStateMachine):
                 return True
             return any((t, d) == (spec.type, spec.domain) and before >= first for t, d, before, _, _ in self.watermarks)
 
-        unread = {
+        # fail-open: the runner could not read the table, ran the job, and said so (or its batch died)
+        unread = self.unreported | {
             by_job(r.job_type, r.domain, r.job_id or "") for r in self.h.stack.results.results if r.dedup_unavailable
         }
         for result in self.h.stack.results.results:

@@ -28,6 +28,7 @@ def results(**overrides: Any) -> dict[str, Any]:
                 "remove_duplicates, runs": {"dynamodb_requests_per_job": 2.0},
                 "remove_duplicates, duplicate": {"dynamodb_requests_per_job": 1.0},
                 "leaf": {"dynamodb_requests_per_job": 0.0005},
+                "cancellable, nothing cancelled": {"dynamodb_requests_per_job": 0.1},
             }
         },
         "runner_logged": {"ratio": 0.9},

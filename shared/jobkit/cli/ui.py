@@ -31,7 +31,7 @@ WEB_MODULES = ("starlette", "jinja2", "uvicorn")
     help="Require this token on every request (needed to serve on an address other than loopback) [$JOBKIT_UI_TOKEN].",
 )
 @click.option(
-    "--allow-actions", is_flag=True, help="Show redrive, delete and purge buttons (off: the pages only read)."
+    "--allow-actions", is_flag=True, help="Show redrive, delete, purge and cancel buttons (off: the pages only read)."
 )
 @click.option(
     "--interval",
@@ -57,7 +57,7 @@ def ui(
     It binds 127.0.0.1 unless --host says otherwise, and then only with a
     --token, which every request must carry. It reads AWS with your usual
     credentials and sends nothing anywhere else. With --allow-actions it can
-    redrive, delete and purge dead letters, each after a confirmation."""
+    redrive, delete and purge dead letters, and cancel jobs, each after a confirmation."""
     missing = [name for name in WEB_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         raise click.ClickException(

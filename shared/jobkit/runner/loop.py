@@ -202,6 +202,8 @@ class Runner:
                 result = None if beside else self._out_of_time(delivery)
                 if result is None and entry.resume_at is not None:
                     result = self._admit_on_turn(delivery, entry.resume_at)
+                if result is None and delivery.cancel_watch is not None and delivery.cancel_watch():
+                    result = cancelled_before_start(delivery)  # (checked again: it waited 5 s or more)
                 if result is None:
                     self._ran_in_batch = True
                     result = self._run(delivery)
@@ -375,6 +377,15 @@ class Runner:
             hook(*args)
         except Exception:
             log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))
+
+
+def cancelled_before_start(delivery: Delivery) -> RecordResult:
+    """A job whose cancellation came while it waited for its turn in the batch:
+    its admission's claims go back when the stages settle it."""
+    seen = delivery.cancel_watch.seen if delivery.cancel_watch is not None else None
+    why = seen.reason if seen is not None else "cancelled"
+    log.info("%s %s cancelled", delivery.spec.type, delivery.spec.id, extra={**delivery.keys, "reason": why})
+    return delivery.result(Outcome.CANCELLED, reason=why)
 
 
 def stopped_by_cancel(delivery: Delivery, run: Run) -> str | None:
