@@ -255,8 +255,15 @@ def test_bad_input_gets_a_clear_error_and_writes_nothing(local: LocalStack) -> N
         group.cancel("mail", "has#hash")
     with pytest.raises(JobKitError, match=r"say who cancels"):
         group.cancel("mail", "x", by=" ")
-    with pytest.raises(JobKitError, match=r"pushed_before is in the future"):
+    with pytest.raises(JobKitError, match=r"pushed_before is 3600 s in the future: a watermark cancels"):
         group.cancel_all("mail", pushed_before=START + 3_600)
+    with pytest.raises(JobKitError, match=r"in the future \(milliseconds\? give seconds\)"):
+        group.cancel_all("mail", pushed_before=START * 1000)
+    for bad in (float("nan"), float("inf"), -float("inf"), -5, True, "1800000000", 10**400):
+        with pytest.raises(JobKitError, match=r"pushed_before must be epoch seconds"):
+            group.cancel_all("mail", pushed_before=bad)  # type: ignore[arg-type]
+    with pytest.raises(JobKitError, match=r"a domain is None \(the jobs without one\) or a non-empty string"):
+        local.queue_group("").cancel("mail", "x")
     items = local.dynamodb.scan(TableName=local.declaration.table_name)["Items"]
     assert items == []
 
@@ -280,7 +287,7 @@ def test_a_cancellable_type_costs_one_read_per_batch_and_others_none(local: Loca
     dynamodb_requests.reset()
     local.drain()
     assert outcomes(local) == {f"m{n}": Outcome.SUCCEEDED for n in range(10)}
-    assert dynamodb_requests.calls == {"Query": 1}  # one batch of 10: 0.1 per job
+    assert dynamodb_requests.calls == {"GetItem": 1}  # the type's mark, once for a batch of 10: 0.1 per job
     group.push([JobSpecification("plain", {"script": {}}, id=f"p{n}") for n in range(10)])
     dynamodb_requests.reset()
     local.drain()
@@ -362,10 +369,10 @@ def test_a_runner_only_reads_cancellations_and_its_policy_allows_exactly_that(lo
     touched.clear()
     local.drain()
     cancel_requests = {(op, pk) for op, pk in touched if "#cancel#" in pk}
-    # the type's mark and watermarks; and the own record of each job pushed before
+    # the type's mark (report has no watermark: mail's is another type's); and the own record of each job pushed before
     # the newest cancellation (r0..r2), not of the one pushed after it
     reads = {("GetItem", f"report#cancel#r{n}") for n in range(3)}
-    assert cancel_requests == {("Query", "report#cancel#*"), *reads}
+    assert cancel_requests == {("GetItem", "report#cancel#*"), *reads}
     # and the runner's policy allows those reads, and no write of a cancellation
     template = translate(build(local.declaration), parameters={"Prefix": "cancel"})
     role = template["Resources"][f"{logical_id('report')}RunnerRole"]

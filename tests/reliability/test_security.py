@@ -154,7 +154,7 @@ def test_the_push_endpoint_may_only_send_its_types_record_their_roots_and_cancel
         if cancellable:
             assert as_list(cancel["Action"]) == ["dynamodb:PutItem", "dynamodb:UpdateItem"]
         if cancellable | tracked:
-            assert as_list(read["Action"]) == ["dynamodb:GetItem", "dynamodb:Query"]
+            assert as_list(read["Action"]) == ["dynamodb:GetItem"]
         for job_type, declared in declaration.types.items():
             for kind, key in every_key_of(job_type).items():
                 assert may_touch(leading_keys(roots), key) == (kind is Kind.ROOT and job_type in taken), key
@@ -336,7 +336,7 @@ def test_each_runner_may_use_only_its_own_types_records_and_its_pushed_types_roo
             cancellable = sorted(t for t in queue.types if declaration.types[t].cancellable)
             if cancellable:  # its cancellable types' cancellations, read only
                 read = statements.pop("ReadOwnCancellations")
-                assert as_list(read["Action"]) == ["dynamodb:GetItem", "dynamodb:Query"], queue.name
+                assert as_list(read["Action"]) == ["dynamodb:GetItem"], queue.name
                 assert leading_keys(read) == sorted(cancel_records_pattern(t) for t in cancellable), queue.name
             pushed = {t for name in queue.types for t in declaration.types[name].pushes} - set(queue.types)
             if pushed:
@@ -410,7 +410,7 @@ def test_the_producer_policy_lets_apps_push_record_roots_and_cancel_only(
         if cancellable:
             assert as_list(cancel["Action"]) == ["dynamodb:PutItem", "dynamodb:UpdateItem"]
         if cancellable | tracked:
-            assert as_list(read["Action"]) == ["dynamodb:GetItem", "dynamodb:Query"]
+            assert as_list(read["Action"]) == ["dynamodb:GetItem"]
         for job_type, declared in declaration.types.items():
             for kind, key in every_key_of(job_type).items():
                 writes = bool(cancel["Condition"]) and may_touch(leading_keys(cancel), key)

@@ -265,7 +265,7 @@ def test_a_type_that_is_not_cancellable_has_no_cancel_button_and_a_forged_post_g
         ("/types/report/cancel", {"id": "has#hash"}, 400, "a job ID must match"),
         ("/types/report/cancel", {}, 400, "which job?"),
         ("/types/report/cancel-all", {"before": "yesterday"}, 400, "give epoch seconds or an ISO 8601 time"),
-        ("/types/report/cancel-all", {"before": str(START + 3_600)}, 400, "pushed_before is in the future"),
+        ("/types/report/cancel-all", {"before": str(START + 3_600)}, 400, "s in the future: a watermark cancels"),
     ],
 )
 def test_what_a_cancel_cannot_do_is_a_page_that_says_so(

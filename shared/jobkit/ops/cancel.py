@@ -90,14 +90,15 @@ def cancel_all(control: JobControl, job_type: str, domain: str | None, before: f
 
 
 def lifter(declaration: Declaration, records: Records, clock: Clock, by: str) -> Callable[[DeadLetter], None]:
-    """``dlq redrive --uncancel``: lifts a dead letter's cancellation, for a
+    """``dlq redrive --uncancel``: lifts the cancellations of a dead letter's push
+    (that push only: another push of its ID stays cancelled), for a
     cancellable type (another type's jobs have none to lift)."""
     control = JobControl(declaration, records, clock)
 
     def lift(dead: DeadLetter) -> None:
         spec = dead.spec
         if spec is not None and spec.type in declaration.types and declaration.types[spec.type].cancellable:
-            control.uncancel(spec.type, spec.id, spec.domain, by=by)
+            control.uncancel(spec.type, spec.id, spec.domain, by=by, pushed_at=spec.enqueued_at)
 
     return lift
 

@@ -149,6 +149,8 @@ class JobStatus:
         note: for ``skipped``: why.
         correlation_id: the correlation ID the job's message carried: the
             request (or job) that pushed it.
+        enqueued_at: when the push this status is of was enqueued: a job ID
+            pushed again is another job, whose first receive replaces it.
         cancelled_at, cancelled_by: a cancellation of the job was recorded
             (when, by whom), whatever the state says: a job that had started
             already ran on (``group.status`` fills these; the record does not hold them).
@@ -170,6 +172,7 @@ class JobStatus:
     correlation_id: str | None = None
     cancelled_at: float | None = None
     cancelled_by: str | None = None
+    enqueued_at: float | None = None  # of the push whose attempt it is (a reused ID's earlier push is another)
 
     @property
     def ref(self) -> JobRef:
@@ -202,4 +205,5 @@ class JobStatus:
             "final": self.final,
             "cancelled_at": self.cancelled_at,
             "cancelled_by": self.cancelled_by,
+            "enqueued_at": self.enqueued_at,
         }

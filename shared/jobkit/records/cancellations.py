@@ -3,56 +3,74 @@
 Three kinds of item, all under the type's ``cancel`` kind (:mod:`jobkit.records.keys`),
 which producers and operators write and a runner only reads:
 
-- **a job's cancellation**, ``{type}#cancel#{job id}`` with the domain as its
-  sort key: when it was recorded (``at``, the canceller's clock), by whom,
-  and ``lifted`` once an operator took it back (``jobkit dlq redrive --uncancel``).
-  It covers the pushes of that ID enqueued at or before ``at``: an ID pushed
-  again after it is another job, and runs.
+- **a job's record**, ``{type}#cancel#{job id}`` with the domain as its sort
+  key: its cancellation (``at``, the canceller's clock, and ``by``), which
+  covers the pushes of that ID enqueued at or before ``at`` (an ID pushed
+  again after it is another job, and runs); and its lift, when an operator
+  took a cancellation back for a job it redrove (``lifted_at``, ``lifted_by``
+  and ``lifted_push``, the enqueue time of the one push it lifts: another push
+  of the ID stays cancelled). A cancellation recorded after a lift wins.
 - **a watermark**, ``{type}#cancel#*`` with the domain as its sort key: every
   job of the type and domain enqueued at or before ``before`` is cancelled
   (``cancel_all``), without listing them. It only moves forward.
 - **the type's mark**, ``{type}#cancel#*`` with ``*`` as its sort key: the
-  newest time a job's cancellation of the type was recorded or lifted.
+  newest time a job's cancellation (or lift) of the type was recorded
+  (``newest``), and the latest ``before`` of its watermarks (``max_before``).
 
-So a runner learns everything it needs of a type with one strongly consistent
-query of ``{type}#cancel#*`` (:meth:`Cancellations.of_type`): a job enqueued
-after the mark has no cancellation of its own, and only a job enqueued at or
-before it costs a read of its own record. Every item expires after
-:data:`~jobkit.records.CANCEL_RECORD_TTL_S`, when no job it covers can still
-be delivered.
+So a runner reads one item per type for a batch (:meth:`Cancellations.mark`): a
+job enqueued after ``newest`` has no cancellation of its own, and one enqueued
+after ``max_before`` no watermark, so only a job pushed before a recent
+cancellation costs a read of its own record or its domain's watermark. Every
+write moves the mark first: a write that fails after it costs a runner a
+read too many, and never leaves a cancellation the runner would not see.
+Every item expires after :data:`~jobkit.records.CANCEL_RECORD_TTL_S`, when no
+job it covers can still be delivered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from jobkit.records.keys import TYPE_MARK, JobRef, Kind, domain_from_key, domain_key, partition_key
+from jobkit.records.keys import TYPE_MARK, JobRef, Kind, domain_key, partition_key
 from jobkit.records.table import Absent, Below, ConditionFailed, Item, Table
 
 
-def _when(at: float) -> str:
+def when(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
 class Cancellation:
-    """A job's cancellation (``lifted``: an operator took it back)."""
+    """A job ID's record: its cancellation (``at``) and its lift (``lifted_at``), either may be absent."""
 
     ref: JobRef
-    at: float
+    at: float | None
     by: str
-    lifted: bool = False
+    lifted_at: float | None = None
+    lifted_by: str | None = None
+    lifted_push: float | None = None  # the enqueue time of the push the lift is for (None: every push before it)
 
-    def covers(self, enqueued_at: float | None) -> bool:
-        """Whether it cancels the push of its job ID enqueued at ``enqueued_at``."""
-        return not self.lifted and (enqueued_at is None or enqueued_at <= self.at)
+    @property
+    def recorded_at(self) -> float:
+        return self.at if self.at is not None else float("-inf")
+
+    def cancels(self, enqueued_at: float | None) -> bool:
+        """Whether its cancellation covers the push enqueued at ``enqueued_at``."""
+        return self.at is not None and (enqueued_at is None or enqueued_at <= self.at)
+
+    def lifts(self, enqueued_at: float | None) -> bool:
+        """Whether its lift is for the push enqueued at ``enqueued_at``."""
+        if self.lifted_at is None:
+            return False
+        if self.lifted_push is not None:
+            return enqueued_at == self.lifted_push
+        return enqueued_at is None or enqueued_at <= self.lifted_at
 
     @property
     def reason(self) -> str:
-        return f"cancelled by {self.by} at {_when(self.at)}"
+        return f"cancelled by {self.by} at {when(self.recorded_at)}"
 
 
 @dataclass(frozen=True)
@@ -65,27 +83,54 @@ class Watermark:
     at: float
     by: str
 
+    @property
+    def recorded_at(self) -> float:
+        return self.at
+
     def covers(self, enqueued_at: float | None) -> bool:
         return enqueued_at is None or enqueued_at <= self.before
 
     @property
     def reason(self) -> str:
-        return f"cancelled with every job pushed before {_when(self.before)}, by {self.by} at {_when(self.at)}"
+        return f"cancelled with every job pushed before {when(self.before)}, by {self.by} at {when(self.at)}"
 
 
 @dataclass(frozen=True)
-class TypeCancellations:
-    """What a type's mark partition says: its newest job cancellation, and each domain's watermark."""
+class TypeMark:
+    """The type's mark: its newest job cancellation or lift, and its latest watermark."""
 
     newest: float | None = None
-    watermarks: Mapping[str | None, Watermark] = field(default_factory=dict)
+    max_before: float | None = None
 
-    def may_cancel_job(self, enqueued_at: float | None) -> bool:
-        """Whether a job's own record may cancel (or lift) it: one was recorded since it was enqueued."""
+    def may_have_own(self, enqueued_at: float | None) -> bool:
+        """Whether a job's own record may cover (or lift) it: one was recorded since it was enqueued."""
         return self.newest is not None and (enqueued_at is None or enqueued_at <= self.newest)
 
+    def may_have_watermark(self, enqueued_at: float | None) -> bool:
+        """Whether a watermark of some domain reaches back to the job's push."""
+        return self.max_before is not None and (enqueued_at is None or enqueued_at <= self.max_before)
 
-NOTHING_CANCELLED = TypeCancellations()
+
+NOTHING_CANCELLED = TypeMark()
+
+
+def covering(
+    own: Cancellation | None, watermark: Watermark | None, enqueued_at: float | None
+) -> Cancellation | Watermark | None:
+    """What cancels the push enqueued at ``enqueued_at``, of its job's record and
+    its domain's watermark: the one recorded last, unless the job's lift for
+    that push was recorded after it."""
+    covers: list[Cancellation | Watermark] = []
+    if own is not None and own.cancels(enqueued_at):
+        covers.append(own)
+    if watermark is not None and watermark.covers(enqueued_at):
+        covers.append(watermark)
+    if not covers:
+        return None
+    latest = max(covers, key=lambda c: c.recorded_at)
+    if own is not None and own.lifted_at is not None and own.lifts(enqueued_at) and own.lifted_at >= latest.recorded_at:
+        return None
+    return latest
 
 
 class Cancellations:
@@ -95,21 +140,29 @@ class Cancellations:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def cancel(self, ref: JobRef, at: float, by: str, expires_at: int, *, lift: bool = False) -> None:
-        """Record a job's cancellation (or, with ``lift``, take it back).
+    def cancel(self, ref: JobRef, at: float, by: str, expires_at: int) -> None:
+        """Record a job's cancellation (replacing its record: an earlier lift goes)."""
+        self._raise_mark(ref.job_type, "newest", at, expires_at)
+        self._table.put(_job_key(ref), {"at": at, "by": by, "expires_at": expires_at})
 
-        The type's mark moves first: if the second write fails, a runner reads
-        one job record too many, and no cancellation exists that a runner would not see."""
-        self._mark(ref.job_type, at, expires_at)
-        self._table.put(_job_key(ref), {"at": at, "by": by, "lifted": True if lift else None, "expires_at": expires_at})
+    def lift(self, ref: JobRef, pushed_at: float | None, at: float, by: str, expires_at: int) -> None:
+        """Take the cancellations of one push of a job back (of every push before
+        ``at`` when ``pushed_at`` is None): those recorded before now, its own and a watermark's."""
+        self._raise_mark(ref.job_type, "newest", at, expires_at)
+        self._table.update(
+            _job_key(ref),
+            {"lifted_at": at, "lifted_by": by, "lifted_push": pushed_at, "expires_at": expires_at},
+            want_old=False,
+        )
 
     def cancel_all(
         self, job_type: str, domain: str | None, before: float, at: float, by: str, expires_at: int
     ) -> Watermark:
         """Move the domain's watermark up to ``before`` (never down). Returns the watermark as it stands."""
+        self._raise_mark(job_type, "max_before", before, expires_at)
         try:
             self._table.update(
-                (partition_key(job_type, Kind.CANCEL, TYPE_MARK), domain_key(domain)),
+                _watermark_key(job_type, domain),
                 {"before": before, "at": at, "by": by, "expires_at": expires_at},
                 when=Absent("before") | Below("before", before),
             )
@@ -119,34 +172,42 @@ class Cancellations:
                 return stored
         return Watermark(job_type, domain, before, at, by)
 
+    def mark(self, job_type: str) -> TypeMark:
+        """The type's mark (a strongly consistent read of one item)."""
+        item = self._table.get((partition_key(job_type, Kind.CANCEL, TYPE_MARK), TYPE_MARK))
+        if item is None:
+            return NOTHING_CANCELLED
+        return TypeMark(_number(item, "newest"), _number(item, "max_before"))
+
+    def watermark(self, job_type: str, domain: str | None) -> Watermark | None:
+        """The domain's watermark, if ``cancel_all`` set one (a strongly consistent read)."""
+        item = self._table.get(_watermark_key(job_type, domain))
+        return _watermark(job_type, domain, item) if item is not None else None
+
     def of_job(self, ref: JobRef) -> Cancellation | None:
-        """The job ID's cancellation in its domain, if one was recorded (a strongly consistent read)."""
+        """The job ID's record in its domain, if one was written (a strongly consistent read)."""
         item = self._table.get(_job_key(ref))
-        at = item.get("at") if item is not None else None
-        if item is None or not isinstance(at, int | float):
+        if item is None:
             return None
-        return Cancellation(ref, float(at), _text(item, "by"), lifted=item.get("lifted") is True)
+        at, lifted_at = _number(item, "at"), _number(item, "lifted_at")
+        if at is None and lifted_at is None:
+            return None
+        lifted_by = item.get("lifted_by")
+        return Cancellation(
+            ref,
+            at,
+            _text(item, "by"),
+            lifted_at=lifted_at,
+            lifted_by=lifted_by if isinstance(lifted_by, str) else None,
+            lifted_push=_number(item, "lifted_push"),
+        )
 
-    def of_type(self, job_type: str) -> TypeCancellations:
-        """The type's mark and every domain's watermark (one strongly consistent query)."""
-        newest, watermarks = None, {}
-        for sort_key, item in self._table.query(partition_key(job_type, Kind.CANCEL, TYPE_MARK), consistent=True):
-            if sort_key == TYPE_MARK:
-                value = item.get("newest")
-                newest = float(value) if isinstance(value, int | float) else None
-                continue
-            domain = domain_from_key(sort_key)
-            found = _watermark(job_type, domain, item)
-            if found is not None:
-                watermarks[domain] = found
-        return TypeCancellations(newest, watermarks) if newest is not None or watermarks else NOTHING_CANCELLED
-
-    def _mark(self, job_type: str, at: float, expires_at: int) -> None:
-        with suppress(ConditionFailed):  # a newer cancellation moved it further already
+    def _raise_mark(self, job_type: str, name: str, value: float, expires_at: int) -> None:
+        with suppress(ConditionFailed):  # a newer one moved it further already
             self._table.update(
                 (partition_key(job_type, Kind.CANCEL, TYPE_MARK), TYPE_MARK),
-                {"newest": at, "expires_at": expires_at},
-                when=Absent("newest") | Below("newest", at),
+                {name: value, "expires_at": expires_at},
+                when=Absent(name) | Below(name, value),
                 want_old=False,
             )
 
@@ -155,11 +216,20 @@ def _job_key(ref: JobRef) -> tuple[str, str]:
     return partition_key(ref.job_type, Kind.CANCEL, ref.job_id), domain_key(ref.domain)
 
 
+def _watermark_key(job_type: str, domain: str | None) -> tuple[str, str]:
+    return partition_key(job_type, Kind.CANCEL, TYPE_MARK), domain_key(domain)
+
+
 def _watermark(job_type: str, domain: str | None, item: Item) -> Watermark | None:
-    before, at = item.get("before"), item.get("at")
-    if not isinstance(before, int | float) or not isinstance(at, int | float):
+    before, at = _number(item, "before"), _number(item, "at")
+    if before is None or at is None:
         return None
-    return Watermark(job_type, domain, float(before), float(at), _text(item, "by"))
+    return Watermark(job_type, domain, before, at, _text(item, "by"))
+
+
+def _number(item: Item, name: str) -> float | None:
+    value = item.get(name)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _text(item: Item, name: str) -> str:

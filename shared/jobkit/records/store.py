@@ -20,9 +20,10 @@ from jobkit.records import (
     FailureRecord,
     FinalAttempt,
     JobRuns,
-    JobState,
     JobStatus,
 )
+from jobkit.records.items import failure, final_attempt, integer, lost_claim, number
+from jobkit.records.items import status as status_record
 from jobkit.records.keys import (
     FINAL_SUFFIX,
     NO_SORT,
@@ -66,7 +67,7 @@ class Records:
                 when=Absent("root_ts") | Below("root_ts", timestamp),
             )
         except ConditionFailed as lost:
-            stored = _number(lost.item or {}, "root_ts")
+            stored = number(lost.item or {}, "root_ts")
             if stored is not None:
                 return stored
         return timestamp
@@ -74,7 +75,7 @@ class Records:
     def newest_root(self, job_type: str, domain: str | None, signature: str) -> float | None:
         """The root's newest recorded timestamp, or ``None`` (a read; it writes nothing)."""
         item = self.table.get((partition_key(job_type, Kind.ROOT, signature), domain_key(domain)))
-        return _number(item, "root_ts") if item is not None else None
+        return number(item, "root_ts") if item is not None else None
 
     # -- duplicate claims ------------------------------------------------------------------
 
@@ -92,7 +93,7 @@ class Records:
                 when=unclaimed & not_succeeded_since,
             )
         except ConditionFailed as lost:
-            return _lost_claim(lost.item or {})
+            return lost_claim(lost.item or {})
         return Claim(True)
 
     def release_duplicate(
@@ -131,14 +132,14 @@ class Records:
                 when=Absent("state") | (Equals("state", "running") & Below("lease_until", now)),
             )
         except ConditionFailed as lost:
-            return _lost_claim(lost.item or {})
+            return lost_claim(lost.item or {})
         return Claim(True)
 
     def delivery_ended(self, ref: JobRef) -> Claim | None:
         """How the job's delivery claim ended, if it did (a read): ``None`` while
         no run of the job ID has succeeded."""
         item = self.table.get(_delivery_key(ref))
-        return _lost_claim(item) if item is not None and item.get("state") == "done" else None
+        return lost_claim(item) if item is not None and item.get("state") == "done" else None
 
     def finish_delivery(
         self, ref: JobRef, owner: str, succeeded: bool, expires_at: int, *, duplicate: bool = False
@@ -205,9 +206,9 @@ class Records:
                 continue
             ref = JobRef(job_type, found, job_id)
             if rest == FINAL_SUFFIX:
-                finals[found] = _final_attempt(item, ref)
+                finals[found] = final_attempt(item, ref)
             elif len(failures.setdefault(found, [])) < limit:
-                failures[found].append(_failure(item, ref))
+                failures[found].append(failure(item, ref))
             if domain is not ANY_DOMAIN and len(failures.get(domain, ())) >= limit:
                 break  # the final record sorts before the failures: it is read already
         return {found: JobRuns(tuple(failures.get(found, ())), finals.get(found)) for found in {*failures, *finals}}
@@ -233,7 +234,7 @@ class Records:
         item = self.table.get(_deferral_key(job_type, message_id))
         if item is None:
             return None
-        return _int(item, "attempts_used") or 0, item.get("recounted") is True
+        return integer(item, "attempts_used") or 0, item.get("recounted") is True
 
     # -- status records -------------------------------------------------------------------------
 
@@ -258,30 +259,22 @@ class Records:
                 "will_retry": status.will_retry,
                 "note": status.note,
                 "correlation_id": status.correlation_id,
+                "enqueued_at": status.enqueued_at,
             },
         )
 
     def statuses(self, job_type: str, job_id: str) -> list[JobStatus]:
         """The status records of a job ID of a type, one per domain it was used in."""
+        partition = partition_key(job_type, Kind.STATUS, job_id)
         return [
-            JobStatus(
-                job_id=job_id,
-                job_type=job_type,
-                domain=domain_from_key(sort_key),
-                state=JobState(_text(item, "state")),
-                attempt=_int(item, "attempt") or 0,
-                updated_at=_number(item, "updated_at") or 0.0,
-                started_at=_number(item, "started_at"),
-                finished_at=_number(item, "finished_at"),
-                progress=_number(item, "progress"),
-                result=_optional_text(item, "result"),
-                error=_optional_text(item, "error"),
-                will_retry=item.get("will_retry") is True,
-                note=_optional_text(item, "note"),
-                correlation_id=_optional_text(item, "correlation_id"),
-            )
-            for sort_key, item in self.table.query(partition_key(job_type, Kind.STATUS, job_id), consistent=True)
+            status_record(JobRef(job_type, domain_from_key(k), job_id), i)
+            for k, i in self.table.query(partition, consistent=True)
         ]
+
+    def status_of(self, ref: JobRef) -> JobStatus | None:
+        """One job's status record, in its domain (one item read)."""
+        item = self.table.get((partition_key(ref.job_type, Kind.STATUS, ref.job_id), domain_key(ref.domain)))
+        return status_record(ref, item) if item is not None else None
 
     # -- flow control: a kind a module, made on first use (a runner whose types declare none never imports them)
 
@@ -341,60 +334,3 @@ def _runs_partition(job_type: str, job_id: str) -> str:
 
 def _deferral_key(job_type: str, message_id: str) -> Key:
     return (partition_key(job_type, Kind.DEFERRAL, message_id), NO_SORT)
-
-
-def _lost_claim(item: Item) -> Claim:
-    return Claim(
-        False,
-        holder=_optional_text(item, "owner"),
-        lease_until=_number(item, "lease_until"),
-        last_success_start=_number(item, "last_success_start"),
-        done=item.get("state") == "done",
-        duplicate=item.get("ended") == "duplicate",
-    )
-
-
-def _final_attempt(item: Item, ref: JobRef) -> FinalAttempt:
-    return FinalAttempt(
-        ref,
-        attempt=_int(item, "attempt") or 0,
-        message_id=_text(item, "message_id"),
-        started_at=_number(item, "started_at") or 0.0,
-        succeeded_at=_number(item, "succeeded_at"),
-        correlation_id=_optional_text(item, "correlation_id"),
-    )
-
-
-def _failure(item: Item, ref: JobRef) -> FailureRecord:
-    return FailureRecord(
-        job_id=ref.job_id,
-        job_type=ref.job_type,
-        domain=ref.domain,
-        attempt=_int(item, "attempt") or 0,
-        at=_number(item, "at") or 0.0,
-        error_class=_text(item, "error_class"),
-        message=_text(item, "message"),
-        traceback=_text(item, "traceback"),
-        dead_letter_reason=_optional_text(item, "dead_letter_reason"),
-        correlation_id=_optional_text(item, "correlation_id"),
-        ran=item.get("not_run") is not True,
-    )
-
-
-def _number(item: Item, name: str) -> float | None:
-    value = item.get(name)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _int(item: Item, name: str) -> int | None:
-    value = _number(item, name)
-    return None if value is None else int(value)
-
-
-def _optional_text(item: Item, name: str) -> str | None:
-    value = item.get(name)
-    return value if isinstance(value, str) else None
-
-
-def _text(item: Item, name: str) -> str:
-    return _optional_text(item, name) or ""

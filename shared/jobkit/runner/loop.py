@@ -389,9 +389,15 @@ def cancelled_before_start(delivery: Delivery) -> RecordResult:
 
 
 def stopped_by_cancel(delivery: Delivery, run: Run) -> str | None:
-    """Why the job ended ``cancelled``, if it did: it raised :class:`JobCancelled`,
-    or returned after its ``self.cancelled()`` said True."""
-    seen = delivery.cancel_watch.seen if delivery.cancel_watch is not None else None
-    if isinstance(run.error, JobCancelled):
-        return seen.reason if seen is not None else f"the job stopped: {run.error or 'JobCancelled'}"
-    return seen.reason + "; it stopped when it saw it" if seen is not None and run.error is None else None
+    """Why the job ended ``cancelled``, if it did: it returned after its
+    ``self.cancelled()`` said True, or it raised :class:`JobCancelled` and a
+    cancellation covers it (one read, if it had not seen one). A job that
+    raises it with no cancellation (or of a type that is not cancellable) failed."""
+    watch = delivery.cancel_watch
+    if watch is None:
+        return None
+    if isinstance(run.error, JobCancelled) and watch.seen is None:
+        watch(now_or_never=True)
+    if watch.seen is None or not (run.error is None or isinstance(run.error, JobCancelled)):
+        return None
+    return watch.seen.reason + "; it stopped when it saw it"

@@ -1,28 +1,37 @@
 """Cancellation as a runner sees it: which of a batch's jobs a cancellation
 covers, and the check a running job makes (``self.cancelled()``).
 
-A runner reads, per batch, one item set per ``cancellable`` type of the batch
-(:meth:`jobkit.records.cancellations.Cancellations.of_type`: the type's mark
-and each domain's ``cancel_all`` watermark); only a job enqueued at or before
-the type's newest job cancellation costs a read of its own record. With
-nothing cancelled, a full batch of 10 costs one read: 0.1 per job.
+A runner reads, per batch, the mark of each ``cancellable`` type of the batch
+(:meth:`jobkit.records.cancellations.Cancellations.mark`: one item). Only a
+job enqueued at or before the type's newest job cancellation reads its own
+record, and only one enqueued at or before its latest watermark reads its
+domain's watermark (once per batch and domain). With nothing cancelled, a
+batch of 10 costs one read: 0.1 per job.
 
-A job's own record decides over a watermark: an operator who lifts the
-cancellation of one job (``jobkit dlq redrive --uncancel``) lets it run though
-``cancel_all`` covers it. A cancellation covers the pushes of its job ID that
-were enqueued at or before it was recorded, by the two hosts' clocks: keep
-them on NTP (docs/architecture.md, "Clocks").
+Of the cancellations and the lift that concern a push, the one recorded last
+decides: an operator who lifts a job's cancellation (``jobkit dlq redrive
+--uncancel``) lets that push run though a ``cancel_all`` recorded before the
+lift covers it, and a cancellation recorded after the lift cancels it again.
+A cancellation covers the pushes of its job ID that were enqueued at or
+before it was recorded, by the two hosts' clocks: keep them on NTP
+(docs/architecture.md, "Clocks").
+
+A read that fails leaves the jobs that needed it unknown (:data:`UNREAD`):
+they run (fail-open, as de-duplication does), and the others of the batch
+are judged as usual.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from enum import Enum
+from functools import partial
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from jobkit.core.clock import Clock
 from jobkit.records import TableUnavailable
-from jobkit.records.cancellations import Cancellation, TypeCancellations, Watermark
+from jobkit.records.cancellations import Cancellation, TypeMark, Watermark, covering
 from jobkit.records.keys import JobRef
 
 if TYPE_CHECKING:
@@ -31,10 +40,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: The least time between two reads a running job's ``self.cancelled()`` makes.
+#: The least time between two reads a running job's ``self.cancelled()`` makes,
+#: and the age of its batch's check after which a job is checked again before it starts.
 CHECK_EVERY_S = 5.0
 
 Cover = Cancellation | Watermark
+T = TypeVar("T")
+
+
+class _Unread(Enum):
+    UNREAD = "unread"
+
+
+#: A job whose cancellations could not be read: it runs (fail-open).
+UNREAD: Final = _Unread.UNREAD
+Verdict = Cover | None | _Unread
 
 
 class CancelCheck:
@@ -43,38 +63,58 @@ class CancelCheck:
     def __init__(self, records: Records) -> None:
         self._cancellations = records.cancellations
 
-    def of_batch(self, specs: Sequence[JobSpecification]) -> list[Cover | None]:
-        """What covers each job, if anything: one query per type of the batch.
-
-        Raises:
-            TableUnavailable: the table could not answer.
-        """
-        views: dict[str, TypeCancellations] = {}
-        covers = []
+    def of_batch(self, specs: Sequence[JobSpecification]) -> list[Verdict]:
+        """What covers each job, if anything: one read per type of the batch,
+        and the job records and watermarks its marks call for."""
+        marks: dict[str, TypeMark | _Unread] = {}
+        watermarks: dict[tuple[str, str | None], Watermark | _Unread | None] = {}
+        verdicts: list[Verdict] = []
         for spec in specs:
-            view = views.get(spec.type)
-            if view is None:
-                view = views[spec.type] = self._cancellations.of_type(spec.type)
-            covers.append(self.covering(view, spec))
-        return covers
+            mark = marks.get(spec.type)
+            if mark is None:
+                mark = marks[spec.type] = self._read(partial(self._cancellations.mark, spec.type))
+            verdicts.append(UNREAD if mark is UNREAD else self._covering(mark, spec, watermarks))
+        return verdicts
 
-    def of_job(self, spec: JobSpecification) -> Cover | None:
-        """What covers one job now (for a running job's check)."""
-        return self.covering(self._cancellations.of_type(spec.type), spec)
+    def of_job(self, spec: JobSpecification) -> Verdict:
+        """What covers one job now (a running job's check, a check before a job starts)."""
+        mark = self._read(partial(self._cancellations.mark, spec.type))
+        return UNREAD if mark is UNREAD else self._covering(mark, spec, {})
 
-    def covering(self, view: TypeCancellations, spec: JobSpecification) -> Cover | None:
-        if view.may_cancel_job(spec.enqueued_at):
-            own = self._cancellations.of_job(JobRef(spec.type, spec.domain, spec.id))
-            if own is not None and (spec.enqueued_at is None or spec.enqueued_at <= own.at):
-                return None if own.lifted else own  # this push's own record decides, over a watermark
-        watermark = view.watermarks.get(spec.domain)
-        return watermark if watermark is not None and watermark.covers(spec.enqueued_at) else None
+    def _covering(
+        self,
+        mark: TypeMark,
+        spec: JobSpecification,
+        watermarks: dict[tuple[str, str | None], Watermark | _Unread | None],
+    ) -> Verdict:
+        enqueued = spec.enqueued_at
+        own: Cancellation | _Unread | None = None
+        if mark.may_have_own(enqueued):
+            ref = JobRef(spec.type, spec.domain, spec.id)
+            own = self._read(partial(self._cancellations.of_job, ref))
+        watermark: Watermark | _Unread | None = None
+        if mark.may_have_watermark(enqueued):
+            key = (spec.type, spec.domain)
+            if key not in watermarks:
+                watermarks[key] = self._read(partial(self._cancellations.watermark, spec.type, spec.domain))
+            watermark = watermarks[key]
+        if own is UNREAD or watermark is UNREAD:
+            return UNREAD
+        return covering(own, watermark, enqueued)
+
+    @staticmethod
+    def _read(read: Callable[[], T]) -> T | _Unread:
+        try:
+            return read()
+        except TableUnavailable as exc:
+            log.warning("could not read cancellations: the jobs that need them go on: %s", exc)
+            return UNREAD
 
 
 class CancelWatch:
     """A running job's ``self.cancelled()``: a read at most every
     :data:`CHECK_EVERY_S` (the first one that long after the runner's check
-    at admission), and once it saw a cancellation, it says so without asking again.
+    of its batch), and once it saw a cancellation, it says so without asking again.
 
     A read that fails is logged and answers False: the job goes on.
     """
@@ -86,22 +126,16 @@ class CancelWatch:
         self._checked_at = checked_at
         self.seen: Cover | None = None
 
-    def __call__(self) -> bool:
+    def __call__(self, *, now_or_never: bool = False) -> bool:
+        """Whether a cancellation covers the job; ``now_or_never`` reads now, however recent the last read."""
         if self.seen is not None:
             return True
         now = self._clock.now()
-        if now - self._checked_at < CHECK_EVERY_S:
+        if now - self._checked_at < CHECK_EVERY_S and not now_or_never:
             return False
         self._checked_at = now
-        try:
-            self.seen = self._check.of_job(self._spec)
-        except TableUnavailable as exc:
-            log.warning(
-                "could not read the cancellations of %s %s: it goes on: %s",
-                self._spec.type,
-                self._spec.id,
-                exc,
-                extra={"job_id": self._spec.id, "job_type": self._spec.type},
-            )
+        verdict = self._check.of_job(self._spec)
+        if verdict is UNREAD or verdict is None:
             return False
-        return self.seen is not None
+        self.seen = verdict
+        return True

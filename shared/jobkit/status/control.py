@@ -12,7 +12,9 @@ the job already ran (it is recorded anyway, and covers the job if it has not).
 
 from __future__ import annotations
 
+import math
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 from jobkit.core.clock import Clock
 from jobkit.core.errors import JobKitError, JobWaitTimeout, NotCancellable
 from jobkit.records import CANCEL_RECORD_TTL_S, JobStatus
-from jobkit.records.cancellations import Watermark
+from jobkit.records.cancellations import Cancellation, Watermark, covering
 from jobkit.records.keys import JobRef
 
 if TYPE_CHECKING:
@@ -52,51 +54,54 @@ class JobControl:
         """Cancel one job: if it has not started, no runner runs it (it ends ``cancelled``);
         if it runs, its ``self.cancelled()`` says True from its next check.
 
+        A job ID means one job within its type and domain: a job of that ID
+        in another domain is another job, which this leaves alone.
+
         Returns:
             False when the job's records say it had already ended (ran, was
             skipped, dead-lettered, cancelled): the cancellation is recorded
             anyway, so a copy redriven from the DLQ stays cancelled. True otherwise.
 
-        A job ID means one job within its type and domain: a job of that ID
-        in another domain is another job, which this leaves alone.
-
         Raises:
             NotCancellable: the type does not declare ``cancellable``.
         """
         declared = self._cancellable(job_type)
-        ref = JobRef(job_type, domain, _job_id(job_id))
+        ref = JobRef(job_type, _domain(domain), _job_id(job_id))
+        who = _who(by)
         ended = self._ended(declared, ref)
         now = self._clock.now()
-        self._records.cancellations.cancel(ref, now, _who(by), int(now) + CANCEL_RECORD_TTL_S)
+        self._records.cancellations.cancel(ref, now, who, int(now) + CANCEL_RECORD_TTL_S)
         return not ended
 
-    def uncancel(self, job_type: str, job_id: str, domain: str | None, *, by: str) -> None:
-        """Take a job's cancellation back (and a ``cancel_all`` that covers it,
-        for this job only): a copy of it that comes back from the DLQ runs."""
+    def uncancel(
+        self, job_type: str, job_id: str, domain: str | None, *, by: str, pushed_at: float | None = None
+    ) -> None:
+        """Take back the cancellations of one push of a job (the one enqueued at
+        ``pushed_at``; every push until now if None), its own and a ``cancel_all``
+        that covers it, recorded until now: a copy of it that comes back from
+        the DLQ runs. A cancellation recorded later cancels it again."""
         self._cancellable(job_type)
-        now = self._clock.now()
-        ref = JobRef(job_type, domain, _job_id(job_id))
-        self._records.cancellations.cancel(ref, now, _who(by), int(now) + CANCEL_RECORD_TTL_S, lift=True)
+        ref = JobRef(job_type, _domain(domain), _job_id(job_id))
+        who, now = _who(by), self._clock.now()
+        self._records.cancellations.lift(ref, pushed_at, now, who, int(now) + CANCEL_RECORD_TTL_S)
 
     def cancel_all(
         self, job_type: str, domain: str | None, *, pushed_before: float | None = None, by: str
     ) -> Watermark:
         """Cancel every job of the type in the domain enqueued at or before
-        ``pushed_before`` (default: now) that has not started, without listing
-        them. Jobs pushed later run. Returns the domain's watermark as it stands
-        (an earlier, later one stays)."""
+        ``pushed_before`` (epoch seconds, not in the future; default: now)
+        that has not started, without listing them. Jobs pushed later run.
+        Returns the domain's watermark as it stands (an earlier, later one stays)."""
         self._cancellable(job_type)
-        now = self._clock.now()
-        before = now if pushed_before is None else float(pushed_before)
-        if before > now + 300:
-            raise JobKitError(f"{job_type}: pushed_before is in the future ({before - now:.0f} s ahead)")
-        return self._records.cancellations.cancel_all(
-            job_type, domain, before, now, _who(by), int(max(now, before)) + CANCEL_RECORD_TTL_S
-        )
+        domain, who, now = _domain(domain), _who(by), self._clock.now()
+        before = now if pushed_before is None else _epoch(pushed_before, now)
+        expires_at = int(max(now, before)) + CANCEL_RECORD_TTL_S
+        return self._records.cancellations.cancel_all(job_type, domain, before, now, who, expires_at)
 
     def status(self, job_type: str, job_id: str, domain: str | None) -> JobStatus | None:
-        """The job's status (its latest attempt), with its cancellation if one
-        covers it; ``None`` while no runner has received it.
+        """The job's status (its latest attempt, of its latest push a runner
+        received), with the cancellation that covers that push, if one does;
+        ``None`` while no runner has received it.
 
         Raises:
             JobKitError: the type does not declare ``track_status``.
@@ -107,14 +112,14 @@ class JobControl:
                 f"{job_type}: jobkit keeps no status of its jobs: declare track_status = true in"
                 f" [types.{job_type}] (2 DynamoDB writes per attempt) and deploy"
             )
-        ref = JobRef(job_type, domain, _job_id(job_id))
-        found = next((s for s in self._records.statuses(job_type, ref.job_id) if s.domain == domain), None)
+        ref = JobRef(job_type, _domain(domain), _job_id(job_id))
+        found = self._records.status_of(ref)
         if found is None or not declared.cancellable:
             return found
-        cancellation = self._records.cancellations.of_job(ref)
-        if cancellation is None or cancellation.lifted:
+        cover = self._cover(ref, found.enqueued_at)
+        if cover is None:
             return found
-        return replace(found, cancelled_at=cancellation.at, cancelled_by=cancellation.by)
+        return replace(found, cancelled_at=cover.recorded_at, cancelled_by=cover.by)
 
     def wait(self, job_type: str, job_id: str, domain: str | None, timeout_s: float) -> JobStatus:
         """Poll :meth:`status` (every 0.2 s at first, backing off to 5 s) until the job ends.
@@ -122,7 +127,7 @@ class JobControl:
         Raises:
             JobWaitTimeout: ``timeout_s`` passed first; its ``last`` holds the last status read.
         """
-        deadline = time.monotonic() + max(0.0, timeout_s)
+        deadline = time.monotonic() + (timeout_s if timeout_s > 0 else 0.0)
         pause, last = WAIT_FIRST_S, None
         while True:
             last = self.status(job_type, job_id, domain)
@@ -135,6 +140,11 @@ class JobControl:
             self._sleep(min(pause, left))
             pause = min(WAIT_MAX_S, pause * 1.5)
 
+    def _cover(self, ref: JobRef, enqueued_at: float | None) -> Cancellation | Watermark | None:
+        """The cancellation that covers the push enqueued at ``enqueued_at``, if one does (and no later lift)."""
+        cancellations = self._records.cancellations
+        return covering(cancellations.of_job(ref), cancellations.watermark(ref.job_type, ref.domain), enqueued_at)
+
     def _cancellable(self, job_type: str) -> JobType:
         declared = self._declaration.job_type(job_type)
         if not declared.cancellable:
@@ -143,12 +153,42 @@ class JobControl:
 
     def _ended(self, declared: JobType, ref: JobRef) -> bool:
         if declared.track_status:
-            mine = [s for s in self._records.statuses(ref.job_type, ref.job_id) if s.domain == ref.domain]
-            if mine and mine[0].final:
+            status = self._records.status_of(ref)
+            if status is not None and status.final:
                 return True
         if declared.deliver_once:
             return self._records.delivery_ended(ref) is not None
         return False
+
+
+def _domain(domain: str | None) -> str | None:
+    from jobkit.core.wire import MAX_DOMAIN_BYTES, valid_domain
+
+    if domain is not None and (not isinstance(domain, str) or not valid_domain(domain)):
+        raise JobKitError(
+            f"a domain is None (the jobs without one) or a non-empty string of at most {MAX_DOMAIN_BYTES} bytes,"
+            f" got {domain!r}"
+        )
+    return domain
+
+
+def _epoch(value: object, now: float) -> float:
+    """``pushed_before`` as epoch seconds: a finite number, not in the future."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise JobKitError(f"pushed_before must be epoch seconds (a number), got {value!r}")
+    try:
+        before = float(value)
+    except OverflowError:
+        before = math.inf
+    if not math.isfinite(before) or before < 0:
+        raise JobKitError(f"pushed_before must be epoch seconds, got {value!r}")
+    if before > now:
+        hint = " (milliseconds? give seconds)" if before > 1e11 else ""
+        raise JobKitError(
+            f"pushed_before is {before - now:.0f} s in the future{hint}: a watermark cancels every job pushed"
+            " until it, later pushes too, and cannot be moved back"
+        )
+    return before
 
 
 def _job_id(job_id: str) -> str:
@@ -160,9 +200,15 @@ def _job_id(job_id: str) -> str:
 
 
 def _who(by: str) -> str:
-    if not isinstance(by, str) or not by.strip():
+    """Who cancels, as log lines, status notes and the web view show it: one
+    line of printable text (control and format characters become spaces)."""
+    if not isinstance(by, str):
+        raise JobKitError(f"say who cancels: by must be a string, got {type(by).__name__}")
+    shown = "".join(c if c.isprintable() and unicodedata.category(c) != "Cf" else " " for c in by)
+    shown = " ".join(shown.split())[:MAX_BY_CHARS]
+    if not shown:
         raise JobKitError("say who cancels: by must be a non-empty string")
-    return by.strip()[:MAX_BY_CHARS]
+    return shown
 
 
 class JobControlMethods:

@@ -126,7 +126,14 @@ class RecordingStatusTracker(StatusTracker):
         self._backend = backend
         self._clock = clock
         self._status = JobStatus(
-            spec.id, spec.type, spec.domain, JobState.RUNNING, attempt, clock.now(), correlation_id=correlation_id
+            spec.id,
+            spec.type,
+            spec.domain,
+            JobState.RUNNING,
+            attempt,
+            clock.now(),
+            correlation_id=correlation_id,
+            enqueued_at=spec.enqueued_at,
         )
         self._last_write: float | None = None
 

@@ -35,6 +35,8 @@ from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 RUNNER_TABLE_ACTIONS = [f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query")]
 #: Reading records, and writing cancellations (a job's is a put, a mark or watermark an update).
 READ_ACTIONS, CANCEL_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"], ["dynamodb:PutItem", "dynamodb:UpdateItem"]
+#: What reading one job's cancellation, status or delivery claim takes: an item each, never a query.
+GET_ITEM = ["dynamodb:GetItem"]
 
 
 def cancellable_types(declaration: Declaration, names: Iterable[str] | None = None) -> list[str]:
@@ -55,7 +57,7 @@ def control_statements(declaration: Declaration) -> list[dict[str, Any]]:
     if cancellable:
         statements.append(table_statement("CancelJobs", CANCEL_ACTIONS, map(cancel_records_pattern, cancellable)))
     if readable:
-        statements.append(table_statement("ReadJobStatus", READ_ACTIONS, readable))
+        statements.append(table_statement("ReadJobStatus", GET_ITEM, readable))
     return statements
 
 
@@ -193,7 +195,7 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
     cancellable = cancellable_types(declaration, queue.types)
     if cancellable:  # read only: a runner never cancels, nor lifts a cancellation
         table_statements.append(
-            table_statement("ReadOwnCancellations", READ_ACTIONS, map(cancel_records_pattern, cancellable))
+            table_statement("ReadOwnCancellations", GET_ITEM, map(cancel_records_pattern, cancellable))
         )
     if pushed:
         table_statements.append(table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
