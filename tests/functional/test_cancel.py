@@ -383,3 +383,113 @@ def test_a_runner_only_reads_cancellations_and_its_policy_allows_exactly_that(lo
         assert f"dynamodb:{op}" in read["Action"]
         assert any(string_like(p, pk) for p in read["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
         assert not any(string_like(p, pk) for p in own), (pk, own)
+
+
+# -- found by review -----------------------------------------------------------------------------
+
+
+def _dead(local: LocalStack, job_id: str, **spec: Any) -> JobSpecification:
+    """A mail job pushed and dead-lettered (its script fails both attempts)."""
+    job = JobSpecification("mail", {"script": {"fail": 2}}, id=job_id, **spec)
+    local.queue_group("wiki").push(job)
+    local.drain()
+    return job
+
+
+def test_a_lift_is_for_the_push_redriven_and_a_later_cancel_all_cancels_it_again(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    group = local.queue_group("wiki")
+    _dead(local, "x")
+    # the same ID pushed again, delayed, and cancelled with the dead one
+    group.push(JobSpecification("mail", {"script": {}}, id="x", delay=3_600))
+    group.cancel("mail", "x")
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "mail", "--uncancel", "--json").exit_code == 0
+    local.results.clear()
+    SCRIPTED.clear()
+    local.drain(until=local.clock.now() + 60)
+    # Then the redriven copy runs (lifted), and the delayed push, never in the DLQ, stays cancelled
+    assert [(run.job_id, run.attempt) for run in SCRIPTED] == [("x", 1), ("x", 2)]
+    local.drain()
+    assert [r.outcome for r in local.results.results if r.outcome.is_final] == [
+        Outcome.DEAD_LETTERED,
+        Outcome.CANCELLED,
+    ]
+    # and a cancel_all recorded after the lift cancels the redriven push again
+    _dead(local, "y")
+    group.cancel("mail", "y")
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "mail", "--uncancel").exit_code == 0
+    local.clock.advance(1)
+    group.cancel_all("mail")
+    local.results.clear()
+    local.drain()
+    assert outcomes(local) == {"y": Outcome.CANCELLED, "x": Outcome.CANCELLED}  # (x had died again: redriven too)
+
+
+@pytest.mark.parametrize("job_type", ["report", "once"])
+def test_a_redelivery_after_a_successful_run_is_not_cancelled_and_keeps_its_result(
+    local: LocalStack, job_type: str
+) -> None:
+    from faults import FailCalls
+
+    group = local.queue_group("wiki")
+    group.push(JobSpecification(job_type, {"script": {}}, id="done"))
+    lost = FailCalls(local.sqs, "sqs.DeleteMessageBatch", code="InternalError", status=500, times=1)
+    local.drain(until=local.clock.now() + 1)  # ran, and its delete was lost
+    lost.remaining = 0
+    assert group.cancel(job_type, "done") is False  # its records say it ran
+    local.clock.advance(400)  # past the visibility timeout: SQS delivers it again
+    local.drain()
+    assert [r.outcome for r in local.results.results] == [Outcome.SUCCEEDED, Outcome.REDELIVERED]
+    assert len(SCRIPTED) == 1
+    if job_type == "report":
+        status = group.status("report", "done")
+        assert status is not None and status.state is JobState.SUCCEEDED and status.cancelled_by == "app"
+
+
+def test_a_read_that_fails_runs_only_the_job_that_needed_it(local: LocalStack) -> None:
+    from faults import FailCalls
+
+    group = local.queue_group("wiki")
+    group.push([JobSpecification("mail", {"script": {}}, id=i) for i in ("own", "a", "b")])
+    group.cancel("mail", "own")
+    local.clock.advance(1)
+    group.cancel_all("mail")
+    # the own record of "own" cannot be read; the mark and the watermark can
+    FailCalls(local.dynamodb, "dynamodb.GetItem", match=lambda p: p["Key"]["pk"]["S"] == "mail#cancel#own")
+    local.drain()
+    ended = {r.job_id: (r.outcome, r.dedup_unavailable) for r in local.results.results}
+    assert ended == {
+        "own": (Outcome.SUCCEEDED, True),  # fail-open, and it says so
+        "a": (Outcome.CANCELLED, False),
+        "b": (Outcome.CANCELLED, False),
+    }
+
+
+def test_watermarks_of_many_domains_cost_a_batch_one_read(local: LocalStack) -> None:
+    for n in range(50):
+        local.queue_group(f"tenant{n}").cancel_all("mail")
+    local.clock.advance(1)
+    local.queue_group("fresh").push([JobSpecification("mail", {"script": {}}) for _ in range(10)])
+    dynamodb_requests = RequestCounter(local.dynamodb)
+    local.drain()
+    assert dynamodb_requests.calls == {"GetItem": 1}
+
+
+def test_raising_job_cancelled_without_a_cancellation_is_a_failure(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    # its first step raises JobCancelled, though nothing was cancelled
+    testjobs.STEP_HOOKS.append(lambda job, step: (_ for _ in ()).throw(testjobs.JobCancelled("no reason")))
+    group.push(JobSpecification("mail", {"script": {"steps": 1}}, id="liar"))
+    local.drain(until=local.clock.now() + 1)
+    [first] = [r for r in local.results.results]
+    assert first.outcome is Outcome.RETRIED and "JobCancelled" in (first.error or "")
+
+
+def test_who_cancels_is_one_printable_line(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    group.push(JobSpecification("report", {"script": {}}, id="r"))
+    group.cancel("report", "r", by="mallory\n\x1b[31mred\u202e\x00  ok")
+    local.drain()
+    [result] = local.results.results
+    assert result.reason is not None and result.reason.startswith("cancelled by mallory [31mred ok at ")
