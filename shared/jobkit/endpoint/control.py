@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from jobkit.core.errors import JobKitError, SpecError, UnknownJobType
-from jobkit.core.wire import ID_PATTERN, MAX_DOMAIN_BYTES, valid_domain
+from jobkit.core.wire import ID_PATTERN, MAX_DOMAIN_BYTES, short, valid_domain
 from jobkit.records import TableUnavailable
 from jobkit.status.control import MAX_BY_CHARS
 
@@ -132,6 +132,9 @@ class EndpointControl:
             answer.update(status="failed", errorClass=type(exc).__name__, error=str(exc))
         except JobKitError as exc:
             answer.update(status="refused", errorClass=type(exc).__name__, error=str(exc))
+        except Exception as exc:  # a bug here must not fail the request: its jobs were sent already
+            log.exception("push endpoint: a cancellation of %s failed", answer.get("type"))
+            answer.update(status="failed", errorClass=type(exc).__name__, error=f"the endpoint failed: {exc}")
         return answer
 
     def _entry(self, raw: Any) -> CancelEntry:
@@ -154,10 +157,8 @@ class EndpointControl:
                 raise SpecError('pushedBefore goes with "all": true')
             return CancelEntry(job_type, domain, job_id=_job_id(job_id))
         before = raw.get("pushedBefore")
-        if before is not None and not (
-            isinstance(before, int | float) and not isinstance(before, bool) and math.isfinite(before) and before >= 0
-        ):
-            raise SpecError(f"pushedBefore is epoch seconds (a number), got {before!r}")
+        if before is not None and not _epoch_seconds(before):
+            raise SpecError(f"pushedBefore is epoch seconds (a number), got {short(before)}")
         return CancelEntry(job_type, domain, pushed_before=None if before is None else float(before))
 
     def _job_of(self, query: str) -> tuple[str, str, str | None]:
@@ -195,3 +196,13 @@ def _domain(domain: Any) -> str | None:
     if domain is None or (isinstance(domain, str) and valid_domain(domain)):
         return domain
     raise SpecError(f"domain is null or a non-empty string of at most {MAX_DOMAIN_BYTES} bytes in UTF-8")
+
+
+def _epoch_seconds(value: Any) -> bool:
+    """A finite, non-negative number (an integer of 400 digits is not: it overflows a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value)) and value >= 0
+    except OverflowError:
+        return False
