@@ -55,6 +55,12 @@ class = "testjobs:ScriptedJob"
 queue = "report"
 cancellable = true
 deliver_once = true
+
+[types.digest]
+class = "testjobs:ScriptedJob"
+queue = "report"
+cancellable = true
+debounce = { key = "params.user", wait_s = 3, max_wait_s = 30 }
 """
 
 
@@ -493,3 +499,17 @@ def test_who_cancels_is_one_printable_line(local: LocalStack) -> None:
     local.drain()
     [result] = local.results.results
     assert result.reason is not None and result.reason.startswith("cancelled by mallory [31mred ok at ")
+
+
+def test_a_job_is_not_debounced_by_an_owner_that_was_cancelled(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    # C is pushed first, released in 10 s; B, pushed later, owns the window of their key
+    group.push(JobSpecification("digest", {"user": "u", "script": {}}, id="C", delay=10))
+    local.clock.advance(1)
+    group.push(JobSpecification("digest", {"user": "u", "script": {}}, id="B"))
+    local.drain(until=local.clock.now() + 1)  # B registered, and waits
+    group.cancel("digest", "B")
+    local.drain()
+    # Then B is cancelled, and C, which nobody cancelled, runs instead of being folded into B's run
+    assert outcomes(local) == {"B": Outcome.CANCELLED, "C": Outcome.SUCCEEDED}
+    assert [run.job_id for run in SCRIPTED] == ["C"]

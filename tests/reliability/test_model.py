@@ -857,6 +857,17 @@ class JobModel(RuleBasedStateMachine):
             after = [run for run in evidence[key].runs if run.started_at >= at]
             assert not after or after[0].attempt == 1, f"redriven with attempts used: {evidence[key].describe()}"
 
+    def _cancelled_at(self, key: str) -> float | None:
+        """When the model recorded a cancellation that covers a push of the job (the latest)."""
+        pushed, spec = self.h.sent.enqueue_times[key], self.h.sent.specs[key]
+        times = [at for at, _ in [self.cancels[key]] if any(e <= at for e in pushed)] if key in self.cancels else []
+        times += [
+            at
+            for t, d, before, at, _ in self.watermarks
+            if (t, d) == (spec.type, spec.domain) and any(e <= before for e in pushed)
+        ]
+        return max(times, default=None)
+
     def _check_cancellations(self, evidence: dict[str, Fate]) -> None:
         """A cancellation is true, and honoured: every cancelled result has one that
         covers its push, and no push a cancellation covers starts a run after it was
@@ -971,10 +982,12 @@ class JobModel(RuleBasedStateMachine):
         pushed = self.h.sent.enqueue_times
         accepted = self.h.sent.accepted_times
         debounced_by: dict[str, set[str]] = {}
-        for result in self.h.stack.results.results:
+        debounced_at: dict[str, float] = {}  # when the runner last reported it debounced
+        for at, result in self.h.timed:
             if result.outcome is Outcome.DEBOUNCED:
                 job = by_job(result.job_type, result.domain, result.job_id or "")
                 debounced_by.setdefault(job, set()).add(self._owner(result))
+                debounced_at[job] = at
 
         def window(key: str) -> tuple[str, str | None, Any]:
             spec = sent[key]
@@ -991,8 +1004,11 @@ class JobModel(RuleBasedStateMachine):
             if owner not in sent or window(owner) != window(job) or max(pushed[owner]) < min(pushed[job]):
                 return False  # another type, domain or key, or pushed before the job it debounced
             fate, at = evidence[owner], ready(job)
-            if runs_after(owner, at) or fate.dead_letters or fate.cancelled:
-                return True  # (a cancelled owner's run stood for the job: it was cancelled with it)
+            if runs_after(owner, at) or fate.dead_letters:
+                return True
+            cancelled_at = self._cancelled_at(owner)
+            if fate.cancelled and cancelled_at is not None and (debounced_at[job] <= cancelled_at or job in self.lost):
+                return True  # folded into the owner's run before that run was cancelled
             if fate.deduplicated and any(runs_after(k, at) for k in sent if window(k) == window(job)):
                 return True  # a twin of its key ran after
             seen = seen | {owner}

@@ -58,6 +58,18 @@ class Debounced:
     by: str  # the owner, as "domain/id" for messages and logs
     same_job: bool = False  # the owner is another push of this very job ID
     latest: str | None = None  # the owner's ref (:func:`job_ref`)
+    latest_at: float | None = None  # the owner's ordering time (when it was pushed)
+
+    @property
+    def owner(self) -> tuple[str | None, str] | None:
+        """The owner's domain and job ID, if the record names one that reads back."""
+        try:
+            domain, job_id = json.loads(self.latest or "")
+        except (ValueError, TypeError):
+            return None
+        if (domain is None or isinstance(domain, str)) and isinstance(job_id, str):
+            return domain, job_id
+        return None
 
     @property
     def reason(self) -> str:
@@ -184,8 +196,13 @@ def _window(job_type: str, domain: str | None, key: str) -> tuple[str, str]:
 
 
 def _debounced_by(found: Item, ref: str) -> Debounced:
-    latest = found.get("latest")
-    return Debounced(shown(latest), same_job=latest == ref, latest=str(latest) if latest is not None else None)
+    latest, latest_at = found.get("latest"), found.get("latest_at")
+    return Debounced(
+        shown(latest),
+        same_job=latest == ref,
+        latest=str(latest) if latest is not None else None,
+        latest_at=float(latest_at) if _is_number(latest_at) else None,  # type: ignore[arg-type]
+    )
 
 
 def _is_number(value: object) -> bool:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobkit.core.clock import Clock
+from jobkit.core.errors import SpecError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.parallel import Parallel
 from jobkit.core.spec import JobSpecification
@@ -46,6 +47,7 @@ from jobkit.runner.hold import Hold
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.stage import Later, Stage
 from jobkit.sqs import DEBOUNCE_ATTRIBUTE, string_attribute
+from jobkit.status.cancel import UNREAD, CancelCheck
 
 if TYPE_CHECKING:
     from jobkit.runner.stages import Parts, StageKit
@@ -84,6 +86,7 @@ class DebounceStage(Stage):
             dedup.parallel,
             dedup.superseded,
             dedup.already_delivered,
+            CancelCheck(table.records) if kit.any_type("cancellable") else None,
         )
 
     def __init__(
@@ -95,6 +98,7 @@ class DebounceStage(Stage):
         parallel: Parallel,
         superseded: RootCheck,
         delivered: DeliveredCheck | None = None,
+        cancellations: CancelCheck | None = None,
     ) -> None:
         self._windows = windows
         self._clock = clock
@@ -103,6 +107,7 @@ class DebounceStage(Stage):
         self._parallel = parallel
         self._superseded = superseded
         self._delivered = delivered
+        self._cancellations = cancellations
 
     def admit_batch(self, deliveries: Sequence[Delivery]) -> list[RecordResult | Later | None]:
         answers: list[RecordResult | Later | None] = [None] * len(deliveries)
@@ -175,6 +180,8 @@ class DebounceStage(Stage):
             # it registered): it is not debounced by itself, it claims its own run
             return self._step(_Step(earlier, step.key, registered=False))
         if lost is not None:  # a later job outside the batch owns the run
+            if self._owner_cancelled(earlier, lost):
+                return None  # its run was cancelled: this job is not folded into it
             same = lost.same_job and earlier.spec.id == owner.spec.id
             return self._debounced(earlier, lost.reason if same else f"job {lost.by} was pushed later")
         if owner.debounce_registration is not None:  # it registered (it waits, or runs now): they are its
@@ -285,8 +292,7 @@ class DebounceStage(Stage):
                         spec.type, spec.domain, step.key, ref, token, at, ready_at=ready, now=now
                     )
                 if isinstance(registered, Debounced):
-                    delivery.note(self, registered)
-                    return self._debounced(delivery, registered.reason)
+                    return self._debounced_by(delivery, registered)
                 delivery.debounce_registration = token  # its copies carry it (a wait, a hold, a deferral)
                 # never past the window's end: the latest when it comes is back by then, and runs
                 wait_s = min(debounce.wait_s, registered.first_at + debounce.max_wait_s - now)
@@ -299,12 +305,36 @@ class DebounceStage(Stage):
             log.warning("debounce not checked: %s", exc, extra=delivery.keys)
             return self._unavailable(delivery)
         if isinstance(claimed, Debounced):
-            delivery.note(self, claimed)
-            return self._debounced(delivery, claimed.reason)
+            return self._debounced_by(delivery, claimed)
         # the jobs it debounced, and will while it runs, are owed its run (and on its
         # retries: a new window opened since by a job ready later takes none of it)
         delivery.owes_run, delivery.debounce_registration = True, token
         return None
+
+    def _debounced_by(self, delivery: Delivery, owner: Debounced) -> RecordResult | None:
+        """Debounced by the window's owner, unless the owner was cancelled: a job
+        nobody cancelled is not folded into a run that will not happen (it runs)."""
+        delivery.note(self, owner)
+        if self._owner_cancelled(delivery, owner):
+            return None
+        return self._debounced(delivery, owner.reason)
+
+    def _owner_cancelled(self, delivery: Delivery, owner: Debounced) -> bool:
+        """Whether a cancellation covers the window's owner (a read of the type's
+        mark, and of the owner's records only if it reaches back to the owner's push)."""
+        found = owner.owner
+        if self._cancellations is None or not delivery.job_type.cancellable or found is None or owner.same_job:
+            return False
+        domain, job_id = found
+        try:
+            pushed = JobSpecification(delivery.spec.type, domain=domain, id=job_id, enqueued_at=owner.latest_at)
+        except SpecError:
+            return False
+        verdict = self._cancellations.of_job(pushed)
+        if verdict is None or verdict is UNREAD:
+            return False
+        log.info("runs: the job that owns its debounce window (%s) was cancelled", owner.by, extra=delivery.keys)
+        return True
 
     @staticmethod
     def _debounced(delivery: Delivery, why: str) -> RecordResult:
