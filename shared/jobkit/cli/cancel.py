@@ -42,7 +42,7 @@ def cancel(
     cutoff = parse_time(before) if before is not None else None
     where = f" in domain {domain!r}" if domain is not None else " without a domain"
     what = (
-        f"{job_type} {job_id}"
+        f"{job_type} {job_id}{where}"
         if job_id is not None
         else f"every {job_type} job{where} pushed until " + (before or "now")
     )

@@ -67,7 +67,7 @@ class CancelReport:
         return data
 
     def text(self) -> str:
-        where = f" in domain {self.domain!r}" if self.domain is not None else ""
+        where = f" in domain {self.domain!r}" if self.domain is not None else " without a domain"
         if self.job_id is not None:
             if self.not_ended:
                 return f"cancelled {self.job_type} {self.job_id}{where}: it will not run (if running: when it checks)"
