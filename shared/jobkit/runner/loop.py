@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.core.clock import Clock, SystemClock
 from jobkit.core.correlation import correlation_scope
-from jobkit.core.errors import JobCancelled, JobClassError, JobFailed, SpecError, UnknownJobType
+from jobkit.core.errors import JobClassError, JobFailed, SpecError, UnknownJobType
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration, JobType
@@ -31,6 +31,7 @@ from jobkit.jobs.canary import CANARY_TYPE, canary_type, expired
 from jobkit.records.journal import AttemptJournal
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.batch import Entry, roots_first
+from jobkit.runner.cancelled import cancelled_before_start, stopped_by_cancel
 from jobkit.runner.deadline import TimeBudget
 from jobkit.runner.delivery import (
     Delivery,
@@ -377,27 +378,3 @@ class Runner:
             hook(*args)
         except Exception:
             log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))
-
-
-def cancelled_before_start(delivery: Delivery) -> RecordResult:
-    """A job whose cancellation came while it waited for its turn in the batch:
-    its admission's claims go back when the stages settle it."""
-    seen = delivery.cancel_watch.seen if delivery.cancel_watch is not None else None
-    why = seen.reason if seen is not None else "cancelled"
-    log.info("%s %s cancelled", delivery.spec.type, delivery.spec.id, extra={**delivery.keys, "reason": why})
-    return delivery.result(Outcome.CANCELLED, reason=why)
-
-
-def stopped_by_cancel(delivery: Delivery, run: Run) -> str | None:
-    """Why the job ended ``cancelled``, if it did: it returned after its
-    ``self.cancelled()`` said True, or it raised :class:`JobCancelled` and a
-    cancellation covers it (one read, if it had not seen one). A job that
-    raises it with no cancellation (or of a type that is not cancellable) failed."""
-    watch = delivery.cancel_watch
-    if watch is None:
-        return None
-    if isinstance(run.error, JobCancelled) and watch.seen is None:
-        watch(now_or_never=True)
-    if watch.seen is None or not (run.error is None or isinstance(run.error, JobCancelled)):
-        return None
-    return watch.seen.reason + "; it stopped when it saw it"

@@ -151,8 +151,9 @@ STAGES: tuple[StageSpec, ...] = (
         "cancel",
         _M + "cancel:Cancel",
         table_and_option("cancellable"),
-        "a job a cancellation covers is acknowledged without running; a running job can check `self.cancelled()`",
-        (Outcome.CANCELLED,),
+        "a job a cancellation covers is acknowledged without running (a copy of a push that ran to success:"
+        " redelivered); a running job can check `self.cancelled()`",
+        (Outcome.CANCELLED, Outcome.REDELIVERED),
     ),
     StageSpec(
         "delay hop",
