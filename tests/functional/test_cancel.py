@@ -311,7 +311,8 @@ def test_the_cli_cancels_one_job_or_all_before_a_time(local: LocalStack, jobs_to
     # One job, after the confirmation
     result = jobkit(local, jobs_toml, "cancel", "mail", "m0", "--domain", "wiki", stdin="y\n")
     assert result.exit_code == 0, result.output
-    assert "Cancel mail m0 in domain 'wiki'?" in result.output and "cancelled mail m0 in domain 'wiki': it will not run" in result.output
+    assert "Cancel mail m0 in domain 'wiki'?" in result.output
+    assert "cancelled mail m0 in domain 'wiki': it will not run" in result.output
     # Declined: nothing is cancelled
     result = jobkit(local, jobs_toml, "cancel", "mail", "m1", "--domain", "wiki", stdin="n\n")
     assert result.exit_code == 1

@@ -66,8 +66,9 @@ def test_a_tracked_failure_shows_its_error_and_failure_records(stack: LocalStack
     stack.queue_group().push(spec)
     stack.drain()
     report = job_json(jobkit, spec.id)
-    assert report["status"]["state"] == "failed" and report["status"]["will_retry"] is False
+    assert report["status"]["state"] == "dead_lettered" and report["status"]["will_retry"] is False
     assert report["status"]["error"] == "RuntimeError: parser crashed on A"
+    assert report["status"]["note"] == "attempts_exhausted" and report["status"]["final"] is True
     [failure] = report["failures"]
     assert (failure["attempt"], failure["error_class"]) == (1, "RuntimeError")
     assert "parser crashed on A" in failure["traceback"]

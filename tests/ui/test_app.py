@@ -84,7 +84,7 @@ def test_a_job_page_shows_its_traceback_and_hides_its_params_until_asked(
 ) -> None:
     page = read_only.get("/types/buggy/job", params={"id": dead_job.id}).text
     assert "Traceback (most recent call last)" in page and "RuntimeError: parser crashed on Main Page" in page
-    assert '<dd class="state failed">failed</dd>' in page  # buggy tracks its status
+    assert '<dd class="state dead_lettered">dead_lettered</dd>' in page  # buggy tracks its status
     # the params are there, folded: a <details> that is not open
     details = re.search(r"<details([^>]*)>(.*?)</details>", page, re.S)
     assert details is not None and "open" not in details.group(1)

@@ -14,8 +14,8 @@ class Outcome(StrEnum):
     adding one is an edit of this class only: its EMF count metric, whether it
     ends the job, which column of a run's tally it falls in (in the order of
     the members), what a ``track_status`` job's status record says after it
-    (``succeeded``, ``skipped``, ``failed``, ``cancelled``, or ``None``: it
-    stays as it was), and another outcome's metric that also
+    (``succeeded``, ``skipped``, ``failed``, ``dead_lettered``, ``cancelled``,
+    or ``None``: it stays as it was), and another outcome's metric that also
     counts it.
     """
 
@@ -56,7 +56,7 @@ class Outcome(StrEnum):
     # not run, or stopped when it saw it: a cancellation covers it (jobkit.records.cancellations)
     CANCELLED = "cancelled", "Cancelled", True, "cancelled", "cancelled"
     # ran, failed for the last time
-    DEAD_LETTERED = "dead_lettered", "DeadLettered", True, "dead-lettered", "failed"
+    DEAD_LETTERED = "dead_lettered", "DeadLettered", True, "dead-lettered", "dead_lettered"
     # could not be parsed or resolved (no job to record a status of)
     POISONED = "poisoned", "Poisoned", True, "dead-lettered", None, "DeadLettered"
     # ran, failed, and will be retried (or could not be re-enqueued: see RecordResult.status)
@@ -101,7 +101,7 @@ class RecordResult:
     root_job_age_ms: float | None = None  # set when a job with root params ran
     run_time_ms: float | None = None  # set when the job ran
     error: str | None = None  # "ErrorClass: message" when it failed or was poisoned
-    reason: str | None = None  # why it was skipped or re-enqueued
+    reason: str | None = None  # why it was skipped, re-enqueued or cancelled; the dead-letter reason
     dedup_unavailable: bool = False  # the dedup store failed and the job ran anyway (fail-open)
     correlation_id: str | None = None  # the correlation ID its message carried
     # What the job (or jobkit) raised, for tests and in-process callers; never serialised.

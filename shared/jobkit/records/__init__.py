@@ -133,6 +133,7 @@ class JobState(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    DEAD_LETTERED = "dead_lettered"  # failed for good: in the DLQ, its reason in ``note``
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"  # still running shortly before the Lambda deadline
@@ -181,9 +182,9 @@ class JobStatus:
     @property
     def final(self) -> bool:
         """Whether the job has ended: no copy of it will run again (but a redrive from the DLQ)."""
-        if self.state is JobState.FAILED:
+        if self.state is JobState.FAILED:  # (written so by a runner before dead_lettered existed)
             return not self.will_retry
-        return self.state in (JobState.SUCCEEDED, JobState.SKIPPED, JobState.CANCELLED)
+        return self.state in (JobState.SUCCEEDED, JobState.SKIPPED, JobState.CANCELLED, JobState.DEAD_LETTERED)
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-ready data, with the result decoded."""

@@ -106,8 +106,12 @@ class Failures:
         )
         reason = DeadLetterReason(kind, type(error).__name__, message, delivery.attempt)
         dead = self._copy_to_dlq(delivery.record, reason, delivery.keys)
-        outcome = Outcome.DEAD_LETTERED if dead else Outcome.RETRIED
-        return delivery.result(outcome, error=describe(error, message), exception=error, **fields)
+        if not dead:  # its copy was not sent: SQS's redrive policy takes it, or it is retried
+            return delivery.result(Outcome.RETRIED, error=describe(error, message), exception=error, **fields)
+        # (the reason, non_retryable or attempts_exhausted, is what a tracked job's status says)
+        return delivery.result(
+            Outcome.DEAD_LETTERED, error=describe(error, message), reason=kind, exception=error, **fields
+        )
 
     def requeue_failed(self, delivery: Delivery, error: Exception, why: str) -> RecordResult:
         """A delay hop or deferral could not be sent. The message comes back

@@ -2,9 +2,11 @@
 
 The runner records, per attempt, one status record keyed by type, domain and
 job ID: ``running`` when the attempt starts, then ``succeeded``, ``failed``
-(with the error and whether it will be retried), ``skipped`` (a duplicate,
-or superseded by a newer root job) or ``cancelled`` (its note says by whom); ``timed_out`` when the deadline watchdog
-finds the attempt still running shortly before the Lambda's deadline. A job may report its progress
+(with the error, and it will be retried), ``dead_lettered`` (failed for
+good: its error, and the dead-letter reason in its note), ``skipped`` (a
+duplicate, or superseded by a newer root job) or ``cancelled`` (its note
+says by whom); ``timed_out`` when the deadline watchdog finds the attempt
+still running shortly before the Lambda's deadline. A job may report its progress
 (:meth:`jobkit.Job.report_progress`) and a JSON result
 (:meth:`jobkit.Job.set_result`); ``jobkit job ID`` shows them.
 
@@ -100,6 +102,9 @@ class StatusTracker:
     def cancelled(self, at: float, reason: str) -> None:
         """The job was cancelled: not run, or stopped when it saw it."""
 
+    def dead_lettered(self, at: float, error: str, reason: str) -> None:
+        """The attempt failed for good: the job is in the DLQ, for ``reason``."""
+
     def timed_out(self, at: float, error: str) -> None:
         """The attempt is still running shortly before the Lambda deadline (the watchdog)."""
 
@@ -174,6 +179,17 @@ class RecordingStatusTracker(StatusTracker):
 
     def cancelled(self, at: float, reason: str) -> None:
         self._status = replace(self._status, state=JobState.CANCELLED, finished_at=at, note=reason)
+        self._write(at)
+
+    def dead_lettered(self, at: float, error: str, reason: str) -> None:
+        self._status = replace(
+            self._status,
+            state=JobState.DEAD_LETTERED,
+            finished_at=at,
+            error=error[:MAX_ERROR_CHARS],
+            will_retry=False,
+            note=reason,
+        )
         self._write(at)
 
     def timed_out(self, at: float, error: str) -> None:

@@ -48,6 +48,8 @@ class Status(Stage):
             delivery.status.succeeded(now)
         elif status == "skipped":
             delivery.status.skipped(now, f"{result.outcome}: {result.reason}")
+        elif status == "dead_lettered":
+            delivery.status.dead_lettered(now, result.error or "", result.reason or "dead-lettered")
         elif status == "cancelled":
             delivery.status.cancelled(now, result.reason or "cancelled")
         elif status == "failed":
