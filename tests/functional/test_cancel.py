@@ -514,3 +514,94 @@ def test_a_job_is_not_debounced_by_an_owner_that_was_cancelled(local: LocalStack
     # Then B is cancelled, and C, which nobody cancelled, runs instead of being folded into B's run
     assert outcomes(local) == {"B": Outcome.CANCELLED, "C": Outcome.SUCCEEDED}
     assert [run.job_id for run in SCRIPTED] == ["C"]
+
+
+# -- found by a second review ----------------------------------------------------------------------
+
+
+def test_uncancel_lifts_the_push_as_the_runner_reads_it_when_sqs_saw_it_after_its_stamp(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    # On AWS the producer stamps enqueuedAt before SQS's SentTimestamp: the runner reads the later
+    _dead(local, "late", enqueued_at=local.clock.now() - 0.3)
+    local.queue_group("wiki").cancel("mail", "late")
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "mail", "--uncancel").exit_code == 0
+    SCRIPTED.clear()
+    local.drain()
+    assert [run.job_id for run in SCRIPTED] == ["late", "late"]  # it ran (and died again: its script)
+
+
+def test_uncancel_lifts_every_push_it_redrives(local: LocalStack, jobs_toml: Path) -> None:
+    group = local.queue_group("wiki")
+    _dead(local, "daily")
+    local.clock.advance(100)
+    _dead(local, "daily")  # the same ID, pushed again, dead too
+    group.cancel_all("mail")
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "mail", "--uncancel").exit_code == 0
+    SCRIPTED.clear()
+    local.results.clear()
+    local.drain()
+    assert len(SCRIPTED) == 4 and Outcome.CANCELLED not in {r.outcome for r in local.results.results}
+
+
+def test_a_second_cancel_from_a_slow_clock_never_moves_a_cancellation_back(local: LocalStack) -> None:
+    from jobkit.core.clock import VirtualClock as Clock
+    from jobkit.status.control import JobControl
+
+    group = local.queue_group("wiki")
+    local.clock.advance(60)
+    group.push(JobSpecification("mail", {"script": {}}, id="j"))
+    assert group.cancel("mail", "j") is True
+    slow = JobControl(local.declaration, local.records, Clock(local.clock.now() - 30))
+    slow.cancel("mail", "j", "wiki", by="slow host")
+    local.drain()
+    assert outcomes(local) == {"j": Outcome.CANCELLED}
+
+
+def test_a_job_whose_window_owner_cannot_be_checked_runs(local: LocalStack) -> None:
+    from faults import FailCalls
+
+    group = local.queue_group("wiki")
+    group.push(JobSpecification("digest", {"user": "u", "script": {}}, id="C", delay=10))
+    local.clock.advance(1)
+    group.push(JobSpecification("digest", {"user": "u", "script": {}}, id="B"))
+    local.drain(until=local.clock.now() + 1)
+    group.cancel("digest", "B")
+    # every read of the type's mark fails from now on
+    FailCalls(local.dynamodb, "dynamodb.GetItem", match=lambda p: p["Key"]["pk"]["S"] == "digest#cancel#*")
+    local.drain()
+    assert "C" in [run.job_id for run in SCRIPTED]  # never folded into a run that may not happen
+
+
+def test_a_poisoned_tracked_job_reads_dead_lettered(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    spec = JobSpecification("report", {"script": {}}, id="p").replace(domain="wiki").stamped(local.clock.now())
+    url = local.queue_urls[local.declaration.queue_name("report")]
+    body = spec.to_message().replace('"type":"report"', '"type":"report","params":{"script":{}}', 0)
+    # a foreign producer's body whose class cannot be imported: the type is declared, its class is not there
+    local.sqs.send_message(QueueUrl=url, MessageBody=body)
+    import testjobs as module
+
+    saved = module.ScriptedJob
+    del module.ScriptedJob
+    try:
+        local.drain()
+    finally:
+        module.ScriptedJob = saved
+    status = group.status("report", "p")
+    assert status is not None and status.state is JobState.DEAD_LETTERED and status.note == "poison"
+
+
+def test_wait_since_skips_an_end_written_before_a_redrive(local: LocalStack, jobs_toml: Path) -> None:
+    group = local.queue_group("wiki")
+    group.push(JobSpecification("report", {"script": {"fail": 2}}, id="w"))
+    local.drain()
+    assert group.wait("report", "w", timeout_s=0).state is JobState.DEAD_LETTERED
+    local.clock.advance(1)
+    redriven_at = local.clock.now()
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "report").exit_code == 0
+    with pytest.raises(JobWaitTimeout):
+        group.wait("report", "w", timeout_s=0, since=redriven_at)  # the end it reads is from before
+    local.drain()
+    status = group.wait("report", "w", timeout_s=0, since=redriven_at)
+    assert status.state is JobState.DEAD_LETTERED and status.updated_at >= redriven_at

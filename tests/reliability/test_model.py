@@ -77,7 +77,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import pytest
@@ -577,8 +577,8 @@ class JobModel(RuleBasedStateMachine):
             return
         lifted: list[str] = []
 
-        def lift(dead: DeadLetter) -> None:
-            lifter(DECLARATION, self.h.stack.records, self.clock, "model")(dead)
+        def lift(dead: DeadLetter, message: Mapping[str, Any]) -> None:
+            lifter(DECLARATION, self.h.stack.records, self.clock, "model")(dead, message)
             if dead.spec is not None:
                 lifted.append(by_job(dead.spec.type, dead.spec.domain, dead.spec.id))
 
@@ -640,6 +640,11 @@ class JobModel(RuleBasedStateMachine):
         if first_poll:
             self.poll()
         self.cancel_everything_pushed_before(job_type, other_domain, 0)
+        # and one pushed after the cancellation, which it must spare
+        self.clock.advance(1)
+        self.h.jobs += 1
+        with contextlib.suppress(JobQueueError):
+            group.push([JobSpecification(job_type, {"key": "b", "script": {}, "n": self._new_id("after")})])
 
     @rule(job_type=st.sampled_from(CANCELLABLE), other_domain=OTHER_DOMAIN, back_s=st.sampled_from([0, 3]))
     def cancel_everything_pushed_before(self, job_type: str, other_domain: bool, back_s: int) -> None:

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import getpass
 import socket
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobkit.core.errors import JobKitError
+from jobkit.sqs.first_seen import enqueued_at, first_seen_at
 from jobkit.status.control import JobControl
 
 if TYPE_CHECKING:
     from jobkit.core.clock import Clock
     from jobkit.declaration.config import Declaration
     from jobkit.ops.dead_letters import DeadLetter
+    from jobkit.ops.redrive import Uncancel
     from jobkit.records.store import Records
 
 
@@ -89,16 +91,20 @@ def cancel_all(control: JobControl, job_type: str, domain: str | None, before: f
     return CancelReport(job_type, domain, by, before=mark.before)
 
 
-def lifter(declaration: Declaration, records: Records, clock: Clock, by: str) -> Callable[[DeadLetter], None]:
+def lifter(declaration: Declaration, records: Records, clock: Clock, by: str) -> Uncancel:
     """``dlq redrive --uncancel``: lifts the cancellations of a dead letter's push
     (that push only: another push of its ID stays cancelled), for a
-    cancellable type (another type's jobs have none to lift)."""
+    cancellable type (another type's jobs have none to lift). The push is
+    named by its enqueue time as the runner reads it: the producer's stamp,
+    but not earlier than when SQS first saw the job (what the copy carries)."""
     control = JobControl(declaration, records, clock)
 
-    def lift(dead: DeadLetter) -> None:
+    def lift(dead: DeadLetter, message: Mapping[str, Any]) -> None:
         spec = dead.spec
-        if spec is not None and spec.type in declaration.types and declaration.types[spec.type].cancellable:
-            control.uncancel(spec.type, spec.id, spec.domain, by=by, pushed_at=spec.enqueued_at)
+        if spec is None or spec.type not in declaration.types or not declaration.types[spec.type].cancellable:
+            return
+        pushed = enqueued_at(spec.enqueued_at, first_seen_at(message))
+        control.uncancel(spec.type, spec.id, spec.domain, by=by, pushed_at=pushed)
 
     return lift
 

@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 REDRIVE_VISIBILITY_S = 120
 
 Progress = Callable[[int], None]
+#: Lifts the cancellations of a dead letter's push: the dead letter, and the message it was received as.
+Uncancel = Callable[[DeadLetter, Mapping[str, Any]], None]
 
 
 @dataclass
@@ -116,7 +118,7 @@ def redrive(
     on_progress: Progress | None = None,
     now: float | None = None,
     message_ids_only: bool = False,
-    uncancel: Callable[[DeadLetter], None] | None = None,
+    uncancel: Uncancel | None = None,
 ) -> RedriveReport:
     """Send a scope's dead letters back to its queue.
 
@@ -200,19 +202,19 @@ def _copy(
     scope: Scope,
     choose: _Filter,
     on_progress: Progress | None,
-    uncancel: Callable[[DeadLetter], None] | None = None,
+    uncancel: Uncancel | None = None,
 ) -> RedriveReport:
     queue_url, dlq_url = scope.urls(directory)
     report = RedriveReport("copy", scope)
     with QueueScan(sqs, dlq_url, visibility_timeout_s=REDRIVE_VISIBILITY_S) as scan:
         for batch in scan.batches():
             chosen = choose.chosen(scope, batch)
+            report.matched.extend(chosen)
+            received = {message["MessageId"]: message for message in batch}
             if uncancel is not None:  # before the send: a copy must not meet its cancellation
                 for dead in chosen:
                     if dead.spec is not None:
-                        uncancel(dead)
-            report.matched.extend(chosen)
-            received = {message["MessageId"]: message for message in batch}
+                        uncancel(dead, received[dead.message_id])
             copies = [
                 Outgoing(
                     dead,

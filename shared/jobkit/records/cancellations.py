@@ -4,12 +4,16 @@ Three kinds of item, all under the type's ``cancel`` kind (:mod:`jobkit.records.
 which producers and operators write and a runner only reads:
 
 - **a job's record**, ``{type}#cancel#{job id}`` with the domain as its sort
-  key: its cancellation (``at``, the canceller's clock, and ``by``), which
-  covers the pushes of that ID enqueued at or before ``at`` (an ID pushed
-  again after it is another job, and runs); and its lift, when an operator
-  took a cancellation back for a job it redrove (``lifted_at``, ``lifted_by``
-  and ``lifted_push``, the enqueue time of the one push it lifts: another push
-  of the ID stays cancelled). A cancellation recorded after a lift wins.
+  key: its newest cancellation (``at``, the canceller's clock, and ``by``;
+  ``at`` only moves forward), which covers the pushes of that ID enqueued at
+  or before ``at`` (an ID pushed again after it is another job, and runs);
+  and ``lifted_at``, the newest time an operator took a cancellation of one
+  of its pushes back.
+- **a lift**, ``{type}#cancel#{job id}#lift`` with the domain and the push's
+  enqueue time (in ms) as its sort key: an operator redrove that push with
+  ``--uncancel`` (``lifted_at``, ``lifted_by``). It lifts the cancellations
+  of that push recorded before it; another push of the ID stays cancelled,
+  and a cancellation recorded after the lift wins.
 - **a watermark**, ``{type}#cancel#*`` with the domain as its sort key: every
   job of the type and domain enqueued at or before ``before`` is cancelled
   (``cancel_all``), without listing them. It only moves forward.
@@ -43,14 +47,12 @@ def when(at: float) -> str:
 
 @dataclass(frozen=True)
 class Cancellation:
-    """A job ID's record: its cancellation (``at``) and its lift (``lifted_at``), either may be absent."""
+    """A job ID's record: its newest cancellation (``at``) and its newest lift of any push (``lifted_at``)."""
 
     ref: JobRef
     at: float | None
     by: str
     lifted_at: float | None = None
-    lifted_by: str | None = None
-    lifted_push: float | None = None  # the enqueue time of the push the lift is for (None: every push before it)
 
     @property
     def recorded_at(self) -> float:
@@ -59,14 +61,6 @@ class Cancellation:
     def cancels(self, enqueued_at: float | None) -> bool:
         """Whether its cancellation covers the push enqueued at ``enqueued_at``."""
         return self.at is not None and (enqueued_at is None or enqueued_at <= self.at)
-
-    def lifts(self, enqueued_at: float | None) -> bool:
-        """Whether its lift is for the push enqueued at ``enqueued_at``."""
-        if self.lifted_at is None:
-            return False
-        if self.lifted_push is not None:
-            return enqueued_at == self.lifted_push
-        return enqueued_at is None or enqueued_at <= self.lifted_at
 
     @property
     def reason(self) -> str:
@@ -118,8 +112,8 @@ def covering(
     own: Cancellation | None, watermark: Watermark | None, enqueued_at: float | None
 ) -> Cancellation | Watermark | None:
     """What cancels the push enqueued at ``enqueued_at``, of its job's record and
-    its domain's watermark: the one recorded last, unless the job's lift for
-    that push was recorded after it."""
+    its domain's watermark: the one recorded last (a lift of that push recorded
+    after it is for the caller to read: :meth:`Cancellations.lifted`)."""
     covers: list[Cancellation | Watermark] = []
     if own is not None and own.cancels(enqueued_at):
         covers.append(own)
@@ -128,8 +122,6 @@ def covering(
     if not covers:
         return None
     latest = max(covers, key=lambda c: c.recorded_at)
-    if own is not None and own.lifted_at is not None and own.lifts(enqueued_at) and own.lifted_at >= latest.recorded_at:
-        return None
     return latest
 
 
@@ -141,19 +133,46 @@ class Cancellations:
         self._table = table
 
     def cancel(self, ref: JobRef, at: float, by: str, expires_at: int) -> None:
-        """Record a job's cancellation (replacing its record: an earlier lift goes)."""
+        """Record a job's cancellation (a later one recorded already stands: ``at`` only moves forward)."""
         self._raise_mark(ref.job_type, "newest", at, expires_at)
-        self._table.put(_job_key(ref), {"at": at, "by": by, "expires_at": expires_at})
+        with suppress(ConditionFailed):
+            self._table.update(
+                _job_key(ref),
+                {"at": at, "by": by, "expires_at": expires_at},
+                when=Absent("at") | Below("at", at),
+                want_old=False,
+            )
 
     def lift(self, ref: JobRef, pushed_at: float | None, at: float, by: str, expires_at: int) -> None:
-        """Take the cancellations of one push of a job back (of every push before
-        ``at`` when ``pushed_at`` is None): those recorded before now, its own and a watermark's."""
+        """Take back the cancellations recorded until ``at`` of the push of a job
+        enqueued at ``pushed_at`` (as the runner reads it), its own and a watermark's."""
         self._raise_mark(ref.job_type, "newest", at, expires_at)
-        self._table.update(
-            _job_key(ref),
-            {"lifted_at": at, "lifted_by": by, "lifted_push": pushed_at, "expires_at": expires_at},
-            want_old=False,
-        )
+        self._table.put(_lift_key(ref, pushed_at), {"lifted_at": at, "lifted_by": by, "expires_at": expires_at})
+        with suppress(ConditionFailed):
+            self._table.update(
+                _job_key(ref),
+                {"lifted_at": at, "expires_at": expires_at},
+                when=Absent("lifted_at") | Below("lifted_at", at),
+                want_old=False,
+            )
+
+    def deciding(
+        self, ref: JobRef, enqueued_at: float | None, own: Cancellation | None, watermark: Watermark | None
+    ) -> Cancellation | Watermark | None:
+        """What cancels the push of ``ref`` enqueued at ``enqueued_at``, given its
+        job's record and its domain's watermark: the one recorded last, unless
+        that push was lifted after it (read only when the record says a lift
+        of some push of the ID came after it)."""
+        latest = covering(own, watermark, enqueued_at)
+        if latest is None or own is None or own.lifted_at is None or own.lifted_at < latest.recorded_at:
+            return latest
+        lifted = self.lifted(ref, enqueued_at)
+        return None if lifted is not None and lifted >= latest.recorded_at else latest
+
+    def lifted(self, ref: JobRef, pushed_at: float | None) -> float | None:
+        """When the push of a job enqueued at ``pushed_at`` was last lifted, if it was (one item read)."""
+        item = self._table.get(_lift_key(ref, pushed_at))
+        return _number(item, "lifted_at") if item is not None else None
 
     def cancel_all(
         self, job_type: str, domain: str | None, before: float, at: float, by: str, expires_at: int
@@ -192,15 +211,7 @@ class Cancellations:
         at, lifted_at = _number(item, "at"), _number(item, "lifted_at")
         if at is None and lifted_at is None:
             return None
-        lifted_by = item.get("lifted_by")
-        return Cancellation(
-            ref,
-            at,
-            _text(item, "by"),
-            lifted_at=lifted_at,
-            lifted_by=lifted_by if isinstance(lifted_by, str) else None,
-            lifted_push=_number(item, "lifted_push"),
-        )
+        return Cancellation(ref, at, _text(item, "by"), lifted_at=lifted_at)
 
     def _raise_mark(self, job_type: str, name: str, value: float, expires_at: int) -> None:
         with suppress(ConditionFailed):  # a newer one moved it further already
@@ -214,6 +225,13 @@ class Cancellations:
 
 def _job_key(ref: JobRef) -> tuple[str, str]:
     return partition_key(ref.job_type, Kind.CANCEL, ref.job_id), domain_key(ref.domain)
+
+
+def _lift_key(ref: JobRef, pushed_at: float | None) -> tuple[str, str]:
+    """A lift's item: the job ID's ``#lift`` partition (no job ID holds ``#``), and its
+    domain and push (read from the right: the push is digits, or ``-`` for a push without a time)."""
+    push = "-" if pushed_at is None else str(round(pushed_at * 1000))
+    return partition_key(ref.job_type, Kind.CANCEL, f"{ref.job_id}#lift"), f"{domain_key(ref.domain)}@{push}"
 
 
 def _watermark_key(job_type: str, domain: str | None) -> tuple[str, str]:

@@ -36,6 +36,10 @@ class AttemptJournal:
         self._records = records
         self._clock = clock or SystemClock()
 
+    @property
+    def records(self) -> Records:
+        return self._records
+
     def record_failure(self, record: FailureRecord) -> bool:
         """Write a failure record (kept 14 days). Returns False if the table was unavailable."""
         try:

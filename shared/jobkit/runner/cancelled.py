@@ -16,11 +16,16 @@ from jobkit.runner.stage import Run
 log = logging.getLogger("jobkit.runner.loop")
 
 
-def cancelled_before_start(delivery: Delivery) -> RecordResult:
-    """A job whose cancellation came while it waited for its turn in the batch:
-    its admission's claims go back when the stages settle it."""
-    seen = delivery.cancel_watch.seen if delivery.cancel_watch is not None else None
-    why = seen.reason if seen is not None else "cancelled"
+def cancelled_before_start(delivery: Delivery) -> RecordResult | None:
+    """The job's result if its cancellation came while it waited for its turn in
+    the batch (checked again when its batch's check is 5 s old); ``None``: it starts.
+    Its admission's claims go back when the stages settle it."""
+    watch = delivery.cancel_watch
+    if watch is None or not watch():
+        if watch is not None and watch.unread:
+            delivery.dedup_unavailable = True  # it goes on unchecked, and says so
+        return None
+    why = watch.seen.reason if watch.seen is not None else "cancelled"
     log.info("%s %s cancelled", delivery.spec.type, delivery.spec.id, extra={**delivery.keys, "reason": why})
     return delivery.result(Outcome.CANCELLED, reason=why)
 

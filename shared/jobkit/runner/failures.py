@@ -35,6 +35,7 @@ from jobkit.runner.backoff import retry_delay_s
 from jobkit.runner.delivery import Delivery, QueuePort, message_id_of, receive_count, string_attribute_of
 from jobkit.runner.error_text import describe, error_message, text_of, traceback_tail
 from jobkit.sqs import CORRELATION_ATTRIBUTE, TYPE_ATTRIBUTE, DeadLetterReason
+from jobkit.status.tracker import RecordingStatusTracker
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +109,9 @@ class Failures:
         dead = self._copy_to_dlq(delivery.record, reason, delivery.keys)
         if not dead:  # its copy was not sent: SQS's redrive policy takes it, or it is retried
             return delivery.result(Outcome.RETRIED, error=describe(error, message), exception=error, **fields)
-        # (the reason, non_retryable or attempts_exhausted, is what a tracked job's status says)
-        return delivery.result(
-            Outcome.DEAD_LETTERED, error=describe(error, message), reason=kind, exception=error, **fields
-        )
+        # (the reason, non_retryable or attempts_exhausted, or the caller's why, is what a tracked job's status says)
+        fields = {"reason": kind, **fields}
+        return delivery.result(Outcome.DEAD_LETTERED, error=describe(error, message), exception=error, **fields)
 
     def requeue_failed(self, delivery: Delivery, error: Exception, why: str) -> RecordResult:
         """A delay hop or deferral could not be sent. The message comes back
@@ -126,8 +126,16 @@ class Failures:
         self._record(delivery, error, message, None, ran=False)
         return delivery.result(Outcome.RETRIED, error=describe(error, message), reason=why, exception=error)
 
-    def poison(self, record: Mapping[str, Any], error: Exception, spec: JobSpecification | None = None) -> RecordResult:
-        """A message that cannot run: to the DLQ with the reason, alone."""
+    def poison(
+        self,
+        record: Mapping[str, Any],
+        error: Exception,
+        spec: JobSpecification | None = None,
+        *,
+        tracked: bool = False,
+    ) -> RecordResult:
+        """A message that cannot run: to the DLQ with the reason, alone (and, for
+        a job of a ``track_status`` type, its status says so: ``dead_lettered``)."""
         received = receive_count(record)
         # The attribute is the sender's word: only a type this runner serves may
         # become a metric dimension and a log key, not any string a message carries.
@@ -152,6 +160,9 @@ class Failures:
             self._journal.record_failure(replace(failure, dead_letter_reason="poison", correlation_id=correlation_id))
         reason = DeadLetterReason("poison", type(error).__name__, message, received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
+        if outcome is Outcome.POISONED and spec is not None and tracked and self._journal is not None:
+            tracker = RecordingStatusTracker(self._journal.records, spec, received, self._clock, correlation_id)
+            tracker.dead_lettered(self._clock.now(), text, "poison")
         return RecordResult(
             message_id,
             job_type,

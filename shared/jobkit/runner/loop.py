@@ -203,8 +203,8 @@ class Runner:
                 result = None if beside else self._out_of_time(delivery)
                 if result is None and entry.resume_at is not None:
                     result = self._admit_on_turn(delivery, entry.resume_at)
-                if result is None and delivery.cancel_watch is not None and delivery.cancel_watch():
-                    result = cancelled_before_start(delivery)  # (checked again: it waited 5 s or more)
+                if result is None and delivery.cancel_watch is not None:
+                    result = cancelled_before_start(delivery)  # (checked again if it waited 5 s or more)
                 if result is None:
                     self._ran_in_batch = True
                     result = self._run(delivery)
@@ -282,7 +282,7 @@ class Runner:
             job_type.check_params(spec.id, spec.params)  # a mismatch would fail every attempt
             job_class = self._registry.resolve(spec.type)
         except (InvalidParams, JobClassError) as exc:
-            return self._failures.poison(record, exc, spec)
+            return self._failures.poison(record, exc, spec, tracked=job_type.track_status)
         received = receive_count(record)
         # when it was pushed: SQS's time for its first message, whatever copy this is
         seen = first_seen_at(record)

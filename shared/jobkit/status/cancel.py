@@ -8,10 +8,12 @@ record, and only one enqueued at or before its latest watermark reads its
 domain's watermark (once per batch and domain). With nothing cancelled, a
 batch of 10 costs one read: 0.1 per job.
 
-Of the cancellations and the lift that concern a push, the one recorded last
-decides: an operator who lifts a job's cancellation (``jobkit dlq redrive
---uncancel``) lets that push run though a ``cancel_all`` recorded before the
-lift covers it, and a cancellation recorded after the lift cancels it again.
+Of the cancellations and the lifts that concern a push, the one recorded
+last decides: an operator who lifts the cancellations of a push (``jobkit dlq
+redrive --uncancel``) lets that push run though a ``cancel_all`` recorded
+before the lift covers it, and a cancellation recorded after the lift
+cancels it again. A lift is read only when a job's record says one came
+after its cancellations.
 A cancellation covers the pushes of its job ID that were enqueued at or
 before it was recorded, by the two hosts' clocks: keep them on NTP
 (docs/architecture.md, "Clocks").
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from jobkit.core.clock import Clock
 from jobkit.records import TableUnavailable
-from jobkit.records.cancellations import Cancellation, TypeMark, Watermark, covering
+from jobkit.records.cancellations import Cancellation, TypeMark, Watermark
 from jobkit.records.keys import JobRef
 
 if TYPE_CHECKING:
@@ -100,7 +102,8 @@ class CancelCheck:
             watermark = watermarks[key]
         if own is UNREAD or watermark is UNREAD:
             return UNREAD
-        return covering(own, watermark, enqueued)
+        ref = JobRef(spec.type, spec.domain, spec.id)
+        return self._read(partial(self._cancellations.deciding, ref, enqueued, own, watermark))
 
     @staticmethod
     def _read(read: Callable[[], T]) -> T | _Unread:
@@ -125,6 +128,7 @@ class CancelWatch:
         self._clock = clock
         self._checked_at = checked_at
         self.seen: Cover | None = None
+        self.unread = False  # its last read failed (the job went on)
 
     def __call__(self, *, now_or_never: bool = False) -> bool:
         """Whether a cancellation covers the job; ``now_or_never`` reads now, however recent the last read."""
@@ -135,6 +139,7 @@ class CancelWatch:
             return False
         self._checked_at = now
         verdict = self._check.of_job(self._spec)
+        self.unread = verdict is UNREAD
         if verdict is UNREAD or verdict is None:
             return False
         self.seen = verdict

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from jobkit.core.clock import Clock
 from jobkit.core.errors import JobKitError, JobWaitTimeout, NotCancellable
 from jobkit.records import CANCEL_RECORD_TTL_S, JobStatus
-from jobkit.records.cancellations import Cancellation, Watermark, covering
+from jobkit.records.cancellations import Cancellation, Watermark
 from jobkit.records.keys import JobRef
 
 if TYPE_CHECKING:
@@ -76,10 +76,11 @@ class JobControl:
     def uncancel(
         self, job_type: str, job_id: str, domain: str | None, *, by: str, pushed_at: float | None = None
     ) -> None:
-        """Take back the cancellations of one push of a job (the one enqueued at
-        ``pushed_at``; every push until now if None), its own and a ``cancel_all``
-        that covers it, recorded until now: a copy of it that comes back from
-        the DLQ runs. A cancellation recorded later cancels it again."""
+        """Take back the cancellations recorded until now of one push of a job (the
+        one enqueued at ``pushed_at``, as the runner reads it: not earlier than
+        when SQS first saw it), its own and a ``cancel_all`` that covers it: a
+        copy of it that comes back from the DLQ runs. A cancellation recorded
+        later cancels it again; another push of the ID stays cancelled."""
         self._cancellable(job_type)
         ref = JobRef(job_type, _domain(domain), _job_id(job_id))
         who, now = _who(by), self._clock.now()
@@ -121,8 +122,13 @@ class JobControl:
             return found
         return replace(found, cancelled_at=cover.recorded_at, cancelled_by=cover.by)
 
-    def wait(self, job_type: str, job_id: str, domain: str | None, timeout_s: float) -> JobStatus:
-        """Poll :meth:`status` (every 0.2 s at first, backing off to 5 s) until the job ends.
+    def wait(
+        self, job_type: str, job_id: str, domain: str | None, timeout_s: float, *, since: float | None = None
+    ) -> JobStatus:
+        """Poll :meth:`status` (every 0.2 s at first, backing off to 5 s) until the
+        job ends, in a status written at or after ``since`` (epoch seconds, the
+        runner's clock) if given: after a redrive or a second push of the ID,
+        the earlier end is not this one.
 
         Raises:
             JobWaitTimeout: ``timeout_s`` passed first; its ``last`` holds the last status read.
@@ -131,7 +137,7 @@ class JobControl:
         pause, last = WAIT_FIRST_S, None
         while True:
             last = self.status(job_type, job_id, domain)
-            if last is not None and last.final:
+            if last is not None and last.final and (since is None or last.updated_at >= since):
                 return last
             left = deadline - time.monotonic()
             if left <= 0:
@@ -143,7 +149,8 @@ class JobControl:
     def _cover(self, ref: JobRef, enqueued_at: float | None) -> Cancellation | Watermark | None:
         """The cancellation that covers the push enqueued at ``enqueued_at``, if one does (and no later lift)."""
         cancellations = self._records.cancellations
-        return covering(cancellations.of_job(ref), cancellations.watermark(ref.job_type, ref.domain), enqueued_at)
+        own, watermark = cancellations.of_job(ref), cancellations.watermark(ref.job_type, ref.domain)
+        return cancellations.deciding(ref, enqueued_at, own, watermark)
 
     def _cancellable(self, job_type: str) -> JobType:
         declared = self._declaration.job_type(job_type)
@@ -244,11 +251,13 @@ class JobControlMethods:
         has received it (:meth:`JobControl.status`)."""
         return self._job_control().status(job_type, job_id, self.domain)
 
-    def wait(self, job_type: str, job_id: str, timeout_s: float = 60.0) -> JobStatus:
-        """Wait for a job of this domain to end (succeeded, failed for good,
-        skipped, cancelled), polling its status with backoff.
+    def wait(self, job_type: str, job_id: str, timeout_s: float = 60.0, *, since: float | None = None) -> JobStatus:
+        """Wait for a job of this domain to end (succeeded, dead-lettered,
+        skipped, cancelled), polling its status with backoff; with ``since``
+        (epoch seconds), an end written before it does not count (a redrive,
+        a second push of the ID).
 
         Raises:
             JobWaitTimeout: it had not ended after ``timeout_s``; ``last`` holds its last status.
         """
-        return self._job_control().wait(job_type, job_id, self.domain, timeout_s)
+        return self._job_control().wait(job_type, job_id, self.domain, timeout_s, since=since)

@@ -21,19 +21,18 @@ cancellations (``uncancel``, as ``jobkit dlq redrive --uncancel``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from jobkit.core.errors import JobKitError, NotCancellable
 from jobkit.core.wire import ID_PATTERN
 from jobkit.ops.cancel import cancel_all, cancel_one, lifter, operator, parse_time
+from jobkit.ops.redrive import Uncancel
 from jobkit.status.control import JobControl
 
 if TYPE_CHECKING:
     from jobkit.ops import Scope
     from jobkit.ops.config import CliConfig
-    from jobkit.ops.dead_letters import DeadLetter
 
 #: What the cancellations from the pages are signed with, after the operator.
 WEB_VIEW = " (web view)"
@@ -96,7 +95,7 @@ class Cancelling:
         context.update(before=report.before, report=report)
         return context
 
-    def lifter(self) -> Callable[[DeadLetter], None]:
+    def lifter(self) -> Uncancel:
         """What a redrive with ``uncancel`` calls for each job it sends back."""
         self.config.now()  # the local stack's clock, if the endpoint is one
         return lifter(self.config.declaration, self.config.records, self.config.clock, signature())

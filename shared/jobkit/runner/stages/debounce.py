@@ -331,9 +331,11 @@ class DebounceStage(Stage):
         except SpecError:
             return False
         verdict = self._cancellations.of_job(pushed)
-        if verdict is None or verdict is UNREAD:
+        if verdict is None:
             return False
-        log.info("runs: the job that owns its debounce window (%s) was cancelled", owner.by, extra=delivery.keys)
+        # (unread: it runs, rather than be folded into a run that may not happen)
+        why = "could not be checked" if verdict is UNREAD else "was cancelled"
+        log.info("runs: the job that owns its debounce window (%s) %s", owner.by, why, extra=delivery.keys)
         return True
 
     @staticmethod
