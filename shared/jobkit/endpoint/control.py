@@ -148,7 +148,7 @@ class EndpointControl:
         job_type = self._taken(raw.get("type"))
         domain = _domain(raw.get("domain"))
         every, job_id = raw.get("all"), raw.get("id")
-        if every is not None and every is not True:
+        if "all" in raw and every is not True:
             raise SpecError(f"all is true or left out, got {every!r}")
         if (job_id is None) == (every is None):
             raise SpecError('give the job\'s "id", or "all": true (not both)')

@@ -56,6 +56,13 @@ def _first(form: dict[str, list[str]], name: str) -> str | None:
     return (values[0].strip() or None) if values else None
 
 
+def _domain(form: dict[str, list[str]]) -> str | None:
+    """The domain field as typed (``"wiki "`` is another domain than ``"wiki"``: the
+    question names it as given); empty means the jobs without a domain."""
+    values = form.get("domain")
+    return (values[0] or None) if values else None
+
+
 class Cancelling:
     """The cancel actions: with ``confirmed`` False, what each would do; with True, what it did."""
 
@@ -67,7 +74,7 @@ class Cancelling:
         job_id = _first(form, "id") or ""
         if not ID_PATTERN.fullmatch(job_id):
             raise JobKitError(f"which job? a job ID must match {ID_PATTERN.pattern}, got {job_id!r}")
-        domain = _first(form, "domain")
+        domain = _domain(form)
         context: dict[str, Any] = {
             "job_id": job_id,
             "domain": domain,
@@ -82,7 +89,7 @@ class Cancelling:
 
     def cancel_all(self, scope: Scope, form: dict[str, list[str]], confirmed: bool) -> dict[str, Any]:
         self._cancellable(scope.name)
-        domain = _first(form, "domain")
+        domain = _domain(form)
         given = _first(form, "before")
         before = parse_time(given) if given is not None else None
         context: dict[str, Any] = {"domain": domain, "where": where(domain), "report": None, "nothing": False}
