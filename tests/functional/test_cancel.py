@@ -605,3 +605,26 @@ def test_wait_since_skips_an_end_written_before_a_redrive(local: LocalStack, job
     local.drain()
     status = group.wait("report", "w", timeout_s=0, since=redriven_at)
     assert status.state is JobState.DEAD_LETTERED and status.updated_at >= redriven_at
+
+
+def test_a_resend_of_a_cancelled_pushs_body_is_cancelled_too(local: LocalStack) -> None:
+    # Found by the model: a second message with the same body (a producer's retry) arrives
+    # after the cancellation; SQS sees it later, but it is the same push, stamped before
+    group = local.queue_group("wiki")
+    spec = JobSpecification("mail", {"script": {}}, id="again")
+    group.push(spec)
+    local.clock.advance(1)
+    group.cancel_all("mail")
+    local.clock.advance(5)
+    [sent] = [b for b in _bodies(local, "report")]
+    local.drain()
+    local.sqs.send_message(QueueUrl=local.queue_urls[local.declaration.queue_name("report")], MessageBody=sent)
+    local.drain()
+    assert [r.outcome for r in local.results.results] == [Outcome.CANCELLED, Outcome.CANCELLED]
+    assert not SCRIPTED
+
+
+def _bodies(local: LocalStack, queue: str) -> list[str]:
+    url = local.queue_urls[local.declaration.queue_name(queue)]
+    messages = local.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]
+    return [m["Body"] for m in messages]

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobkit.core.errors import JobKitError
-from jobkit.sqs.first_seen import enqueued_at, first_seen_at
 from jobkit.status.control import JobControl
 
 if TYPE_CHECKING:
@@ -95,16 +94,14 @@ def lifter(declaration: Declaration, records: Records, clock: Clock, by: str) ->
     """``dlq redrive --uncancel``: lifts the cancellations of a dead letter's push
     (that push only: another push of its ID stays cancelled), for a
     cancellable type (another type's jobs have none to lift). The push is
-    named by its enqueue time as the runner reads it: the producer's stamp,
-    but not earlier than when SQS first saw the job (what the copy carries)."""
+    named by the ``enqueuedAt`` its producer stamped, which the body keeps."""
     control = JobControl(declaration, records, clock)
 
     def lift(dead: DeadLetter, message: Mapping[str, Any]) -> None:
         spec = dead.spec
         if spec is None or spec.type not in declaration.types or not declaration.types[spec.type].cancellable:
             return
-        pushed = enqueued_at(spec.enqueued_at, first_seen_at(message))
-        control.uncancel(spec.type, spec.id, spec.domain, by=by, pushed_at=pushed)
+        control.uncancel(spec.type, spec.id, spec.domain, by=by, pushed_at=spec.enqueued_at)
 
     return lift
 

@@ -101,6 +101,23 @@ class JobRef:
     job_id: str
 
 
+@dataclass(frozen=True)
+class Push:
+    """One push of a job: its type, domain and ID, and the ``enqueuedAt`` its
+    producer stamped in the body, which every copy of the push carries (a
+    hop, a retry, a redrive, a producer's resend of the same body). A
+    cancellation covers the pushes of an ID stamped at or before it."""
+
+    job_type: str
+    domain: str | None
+    job_id: str
+    enqueued_at: float | None
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(self.job_type, self.domain, self.job_id)
+
+
 class TypeRecordOptions(Protocol):
     """The options of a job type that decide which kinds of record its runner
     writes (a :class:`jobkit.declaration.config.JobType` is one)."""

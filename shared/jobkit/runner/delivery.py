@@ -18,7 +18,7 @@ from jobkit.core.errors import SpecError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import JobType
-from jobkit.records.keys import JobRef
+from jobkit.records.keys import JobRef, Push
 from jobkit.sqs import (
     CORRELATION_ATTRIBUTE,
     MAX_JOB_BYTES,
@@ -73,6 +73,9 @@ class Delivery:
             every copy the runner sends carries it.
         pushed_at: the job's ordering time (:func:`jobkit.sqs.pushed_at`): what
             debounce orders jobs by, whatever copy of the job this is.
+        stamped_at: the ``enqueuedAt`` its producer stamped in the body (``spec``
+            holds the duplicate horizon instead): what names the push for
+            cancellations, whatever copy of it this is, however it was sent.
         owes_run: it took its debounce window's run, so jobs it debounced count
             on it: a root recorded since must not skip it (it runs anyway).
         debounce_registration: the message that registered the job in its
@@ -95,6 +98,7 @@ class Delivery:
     dedup_unavailable: bool = False
     seen_at: float | None = None
     pushed_at: float | None = None
+    stamped_at: float | None = None
     owes_run: bool = False
     debounce_registration: str | None = None
     recounted: bool = False
@@ -112,6 +116,11 @@ class Delivery:
     def remaining_s(self, default: float) -> float:
         """Seconds left before the Lambda's deadline (``default`` outside Lambda)."""
         return self.context.get_remaining_time_in_millis() / 1000 if self.context is not None else default
+
+    @property
+    def push(self) -> Push:
+        """The push this is a copy of, as cancellations name it."""
+        return Push(self.spec.type, self.spec.domain, self.spec.id, self.stamped_at)
 
     @property
     def ref(self) -> JobRef:

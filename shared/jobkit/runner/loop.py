@@ -285,9 +285,9 @@ class Runner:
             return self._failures.poison(record, exc, spec, tracked=job_type.track_status)
         received = receive_count(record)
         # when it was pushed: SQS's time for its first message, whatever copy this is
-        seen = first_seen_at(record)
-        ordered_at, taken_at = pushed_at(spec.enqueued_at, seen), enqueued_at(spec.enqueued_at, seen)
-        if taken_at != spec.enqueued_at:
+        seen, stamped = first_seen_at(record), spec.enqueued_at
+        ordered_at, taken_at = pushed_at(stamped, seen), enqueued_at(stamped, seen)
+        if taken_at != stamped:
             spec = spec.replace(enqueued_at=taken_at)
         before, recounted = self._attempts.before(record, spec.type)
         return Delivery(
@@ -300,6 +300,7 @@ class Runner:
             context=context,
             seen_at=seen,
             pushed_at=ordered_at,
+            stamped_at=stamped,
             recounted=recounted,
         )
 

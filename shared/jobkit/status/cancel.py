@@ -14,9 +14,11 @@ redrive --uncancel``) lets that push run though a ``cancel_all`` recorded
 before the lift covers it, and a cancellation recorded after the lift
 cancels it again. A lift is read only when a job's record says one came
 after its cancellations.
-A cancellation covers the pushes of its job ID that were enqueued at or
-before it was recorded, by the two hosts' clocks: keep them on NTP
-(docs/architecture.md, "Clocks").
+A cancellation covers the pushes of its job ID whose producer stamped them
+(``enqueuedAt``) at or before it was recorded, by the two hosts' clocks: keep
+them on NTP (docs/architecture.md, "Clocks"). Every copy of a push carries
+its stamp, so a hop, a retry, a redrive and a producer's resend of the same
+body are all covered alike (:class:`~jobkit.records.keys.Push`).
 
 A read that fails leaves the jobs that needed it unknown (:data:`UNREAD`):
 they run (fail-open, as de-duplication does), and the others of the batch
@@ -34,10 +36,9 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from jobkit.core.clock import Clock
 from jobkit.records import TableUnavailable
 from jobkit.records.cancellations import Cancellation, TypeMark, Watermark
-from jobkit.records.keys import JobRef
+from jobkit.records.keys import Push
 
 if TYPE_CHECKING:
-    from jobkit.core.spec import JobSpecification
     from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)
@@ -65,45 +66,43 @@ class CancelCheck:
     def __init__(self, records: Records) -> None:
         self._cancellations = records.cancellations
 
-    def of_batch(self, specs: Sequence[JobSpecification]) -> list[Verdict]:
-        """What covers each job, if anything: one read per type of the batch,
+    def of_batch(self, pushes: Sequence[Push]) -> list[Verdict]:
+        """What covers each push, if anything: one read per type of the batch,
         and the job records and watermarks its marks call for."""
         marks: dict[str, TypeMark | _Unread] = {}
         watermarks: dict[tuple[str, str | None], Watermark | _Unread | None] = {}
         verdicts: list[Verdict] = []
-        for spec in specs:
-            mark = marks.get(spec.type)
+        for push in pushes:
+            mark = marks.get(push.job_type)
             if mark is None:
-                mark = marks[spec.type] = self._read(partial(self._cancellations.mark, spec.type))
-            verdicts.append(UNREAD if mark is UNREAD else self._covering(mark, spec, watermarks))
+                mark = marks[push.job_type] = self._read(partial(self._cancellations.mark, push.job_type))
+            verdicts.append(UNREAD if mark is UNREAD else self._covering(mark, push, watermarks))
         return verdicts
 
-    def of_job(self, spec: JobSpecification) -> Verdict:
-        """What covers one job now (a running job's check, a check before a job starts)."""
-        mark = self._read(partial(self._cancellations.mark, spec.type))
-        return UNREAD if mark is UNREAD else self._covering(mark, spec, {})
+    def of_job(self, push: Push) -> Verdict:
+        """What covers one push now (a running job's check, a check before a job starts)."""
+        mark = self._read(partial(self._cancellations.mark, push.job_type))
+        return UNREAD if mark is UNREAD else self._covering(mark, push, {})
 
     def _covering(
         self,
         mark: TypeMark,
-        spec: JobSpecification,
+        push: Push,
         watermarks: dict[tuple[str, str | None], Watermark | _Unread | None],
     ) -> Verdict:
-        enqueued = spec.enqueued_at
+        enqueued = push.enqueued_at
         own: Cancellation | _Unread | None = None
         if mark.may_have_own(enqueued):
-            ref = JobRef(spec.type, spec.domain, spec.id)
-            own = self._read(partial(self._cancellations.of_job, ref))
+            own = self._read(partial(self._cancellations.of_job, push.ref))
         watermark: Watermark | _Unread | None = None
         if mark.may_have_watermark(enqueued):
-            key = (spec.type, spec.domain)
+            key = (push.job_type, push.domain)
             if key not in watermarks:
-                watermarks[key] = self._read(partial(self._cancellations.watermark, spec.type, spec.domain))
+                watermarks[key] = self._read(partial(self._cancellations.watermark, push.job_type, push.domain))
             watermark = watermarks[key]
         if own is UNREAD or watermark is UNREAD:
             return UNREAD
-        ref = JobRef(spec.type, spec.domain, spec.id)
-        return self._read(partial(self._cancellations.deciding, ref, enqueued, own, watermark))
+        return self._read(partial(self._cancellations.deciding, push.ref, enqueued, own, watermark))
 
     @staticmethod
     def _read(read: Callable[[], T]) -> T | _Unread:
@@ -122,9 +121,9 @@ class CancelWatch:
     A read that fails is logged and answers False: the job goes on.
     """
 
-    def __init__(self, check: CancelCheck, spec: JobSpecification, clock: Clock, checked_at: float) -> None:
+    def __init__(self, check: CancelCheck, push: Push, clock: Clock, checked_at: float) -> None:
         self._check = check
-        self._spec = spec
+        self._push = push
         self._clock = clock
         self._checked_at = checked_at
         self.seen: Cover | None = None
@@ -138,7 +137,7 @@ class CancelWatch:
         if now - self._checked_at < CHECK_EVERY_S and not now_or_never:
             return False
         self._checked_at = now
-        verdict = self._check.of_job(self._spec)
+        verdict = self._check.of_job(self._push)
         self.unread = verdict is UNREAD
         if verdict is UNREAD or verdict is None:
             return False

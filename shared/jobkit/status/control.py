@@ -77,10 +77,10 @@ class JobControl:
         self, job_type: str, job_id: str, domain: str | None, *, by: str, pushed_at: float | None = None
     ) -> None:
         """Take back the cancellations recorded until now of one push of a job (the
-        one enqueued at ``pushed_at``, as the runner reads it: not earlier than
-        when SQS first saw it), its own and a ``cancel_all`` that covers it: a
-        copy of it that comes back from the DLQ runs. A cancellation recorded
-        later cancels it again; another push of the ID stays cancelled."""
+        one its producer stamped ``pushed_at``: the body's ``enqueuedAt``), its
+        own and a ``cancel_all`` that covers it: a copy of it that comes back
+        from the DLQ runs. A cancellation recorded later cancels it again;
+        another push of the ID stays cancelled."""
         self._cancellable(job_type)
         ref = JobRef(job_type, _domain(domain), _job_id(job_id))
         who, now = _who(by), self._clock.now()

@@ -118,6 +118,7 @@ class RecordingStatusTracker(StatusTracker):
         attempt: the attempt number.
         clock: the time source, for progress throttling and expiry.
         correlation_id: the correlation ID the job's message carried.
+        enqueued_at: the push's stamp, as its producer wrote it (default: the spec's).
     """
 
     def __init__(
@@ -127,6 +128,8 @@ class RecordingStatusTracker(StatusTracker):
         attempt: int,
         clock: Clock,
         correlation_id: str | None = None,
+        *,
+        enqueued_at: float | None = None,
     ) -> None:
         self._backend = backend
         self._clock = clock
@@ -138,7 +141,7 @@ class RecordingStatusTracker(StatusTracker):
             attempt,
             clock.now(),
             correlation_id=correlation_id,
-            enqueued_at=spec.enqueued_at,
+            enqueued_at=enqueued_at if enqueued_at is not None else spec.enqueued_at,
         )
         self._last_write: float | None = None
 

@@ -50,7 +50,7 @@ class Cancel(Stage):
         if not wanted:
             return [None] * len(deliveries)
         now = self._clock.now()
-        verdicts = self._check.of_batch([d.spec for d in wanted])
+        verdicts = self._check.of_batch([d.push for d in wanted])
         found = {id(d): verdict for d, verdict in zip(wanted, verdicts, strict=True)}
         results: list[RecordResult | Later | None] = []
         for delivery in deliveries:
@@ -63,7 +63,7 @@ class Cancel(Stage):
             elif verdict is not None:
                 results.append(self._covered(delivery, verdict))
                 continue
-            delivery.cancel_watch = CancelWatch(self._check, delivery.spec, self._clock, now)
+            delivery.cancel_watch = CancelWatch(self._check, delivery.push, self._clock, now)
             results.append(None)
         return results
 
@@ -78,7 +78,7 @@ class Cancel(Stage):
 
     def _ran_already(self, delivery: Delivery) -> bool:
         """Whether this push's records say it ran to success (a lost delete, a copy)."""
-        job_type, spec = delivery.job_type, delivery.spec
+        job_type = delivery.job_type
         try:
             if job_type.deliver_once and self._records.delivery_ended(delivery.ref) is not None:
                 return True
@@ -88,7 +88,7 @@ class Cancel(Stage):
                     status is not None
                     and status.state is JobState.SUCCEEDED
                     and status.enqueued_at is not None
-                    and status.enqueued_at == spec.enqueued_at
+                    and status.enqueued_at == delivery.stamped_at
                 )
         except TableUnavailable:
             return False  # cancelled: a job that already ran loses nothing more

@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobkit.core.clock import Clock
-from jobkit.core.errors import SpecError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.parallel import Parallel
 from jobkit.core.spec import JobSpecification
 from jobkit.dedup.admission import SUPERSEDED_REASON, Admission, Verdict
 from jobkit.records import TableUnavailable
 from jobkit.records.debounce_windows import Debounced, DebounceWindows, Registered, job_ref
+from jobkit.records.keys import Push
 from jobkit.runner.delivery import Delivery, string_attribute_of
 from jobkit.runner.hold import Hold
 from jobkit.runner.requeue import Requeue
@@ -326,11 +326,8 @@ class DebounceStage(Stage):
         if self._cancellations is None or not delivery.job_type.cancellable or found is None or owner.same_job:
             return False
         domain, job_id = found
-        try:
-            pushed = JobSpecification(delivery.spec.type, domain=domain, id=job_id, enqueued_at=owner.latest_at)
-        except SpecError:
-            return False
-        verdict = self._cancellations.of_job(pushed)
+        # (its ordering time is no later than its stamp: a cancellation after its push may count, never miss)
+        verdict = self._cancellations.of_job(Push(delivery.spec.type, domain, job_id, owner.latest_at))
         if verdict is None:
             return False
         # (unread: it runs, rather than be folded into a run that may not happen)

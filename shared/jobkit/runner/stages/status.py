@@ -31,7 +31,12 @@ class Status(Stage):
     def admit(self, delivery: Delivery) -> RecordResult | None:
         if delivery.job_type.track_status and self._records is not None:
             delivery.status = RecordingStatusTracker(
-                self._records, delivery.spec, delivery.attempt, self._clock, delivery.correlation_id
+                self._records,
+                delivery.spec,
+                delivery.attempt,
+                self._clock,
+                delivery.correlation_id,
+                enqueued_at=delivery.stamped_at,
             )
         return None
 
