@@ -890,11 +890,16 @@ class JobModel(RuleBasedStateMachine):
         unread = self.unreported | {
             by_job(r.job_type, r.domain, r.job_id or "") for r in self.h.stack.results.results if r.dedup_unavailable
         }
-        for result in self.h.stack.results.results:
+        for at, result in self.h.timed:
             if result.outcome is Outcome.CANCELLED:
                 self.h.cancelled += 1
                 key = by_job(result.job_type, result.domain, result.job_id or "")
                 assert covered(key), f"cancelled with no cancellation that covers it: {evidence[key].describe()}"
+                # a push an operator redrove with --uncancel runs, unless cancelled again after the lift
+                lifted = self.lifted.get(key)
+                if lifted is not None and at > lifted and key not in self.twice:
+                    again = self._cancelled_at(key)
+                    assert again is not None and again > lifted, f"cancelled after its lift: {evidence[key].describe()}"
         honoured = [(key, at, runs) for key, (at, runs) in self.cancels.items()]
         honoured += [
             (key, at, runs)
