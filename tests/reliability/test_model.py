@@ -640,11 +640,14 @@ class JobModel(RuleBasedStateMachine):
         if first_poll:
             self.poll()
         self.cancel_everything_pushed_before(job_type, other_domain, 0)
-        # and one pushed after the cancellation, which it must spare
+        # and one pushed after the cancellation, which it must spare, even when the
+        # other domain's jobs are cancelled after it (the type's mark then reaches past it)
         self.clock.advance(1)
         self.h.jobs += 1
         with contextlib.suppress(JobQueueError):
             group.push([JobSpecification(job_type, {"key": "b", "script": {}, "n": self._new_id("after")})])
+        self.clock.advance(1)
+        self.cancel_everything_pushed_before(job_type, not other_domain, 0)
 
     @rule(job_type=st.sampled_from(CANCELLABLE), other_domain=OTHER_DOMAIN, back_s=st.sampled_from([0, 3]))
     def cancel_everything_pushed_before(self, job_type: str, other_domain: bool, back_s: int) -> None:
