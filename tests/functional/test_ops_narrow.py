@@ -114,7 +114,7 @@ def test_every_view_reads_in_80_columns(wiki: LocalStack, jobs_toml: Path) -> No
     shown = "\n".join(jobkit(wiki, jobs_toml, "dlq", "show", "htmlCacheUpdate", dead[0].id))
     assert f"job id               {dead[0].id}" in shown and "attempts_exhausted (verified)" in shown
     job = [line.split() for line in jobkit(wiki, jobs_toml, "job", dead[1].id)]
-    assert ["type", "htmlCacheUpdate"] in job and ["state", "failed"] in job
+    assert ["type", "htmlCacheUpdate"] in job and ["state", "dead_lettered"] in job
     # and the figures are the ones --json gives
     frame = json.loads("\n".join(jobkit(wiki, jobs_toml, "top", "--once", "--json")))
     assert {t["type"]: t["backlog"] for t in frame["types"]}["categoryMembershipChange"] == 1_234
