@@ -649,6 +649,27 @@ class JobModel(RuleBasedStateMachine):
         self.clock.advance(1)
         self.cancel_everything_pushed_before(job_type, not other_domain, 0)
 
+    @rule(scripts=st.lists(SCRIPTS, min_size=2, max_size=3), first_delay=st.sampled_from([None, 5]))
+    def cancel_a_windows_owner(self, scripts: list[dict[str, Any]], first_delay: int | None) -> None:
+        # jobs of one debounce key wait behind the latest, which is then cancelled:
+        # those that come back after its cancellation must not be folded into it
+        specs = [
+            JobSpecification("debounced", {"key": "c", "script": s, "n": n}, delay=first_delay if n == 0 else None)
+            for n, s in enumerate(scripts)
+        ]
+        for spec in specs:
+            self._push([spec])
+            self.clock.advance(1)
+        self.poll()
+        owner = specs[-1]
+        try:
+            self.group.cancel("debounced", owner.id, by="model")
+        except JobKitError:
+            return
+        key = by_job("debounced", self.domain, owner.id)
+        self.cancels[key] = (self.clock.now(), self._runs_of(key))
+        self.h.cancels += 1
+
     @rule(job_type=st.sampled_from(CANCELLABLE), other_domain=OTHER_DOMAIN, back_s=st.sampled_from([0, 3]))
     def cancel_everything_pushed_before(self, job_type: str, other_domain: bool, back_s: int) -> None:
         group = self._group(other_domain)
