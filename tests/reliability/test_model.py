@@ -649,6 +649,27 @@ class JobModel(RuleBasedStateMachine):
         self.clock.advance(1)
         self.cancel_everything_pushed_before(job_type, not other_domain, 0)
 
+    @rule(recancel=st.booleans())
+    def cancel_a_dead_job_then_lift_it(self, recancel: bool) -> None:
+        # an app cancels a job that died; the operator redrives it with --uncancel (and,
+        # maybe, cancels everything pushed until then once more): it runs, unless cancelled again
+        spec = JobSpecification("plain", {"script": {"permanent": True}, "n": self._new_id("dead")})
+        self._push([spec])
+        for _ in range(3):
+            self.poll()
+        key = by_job("plain", self.domain, spec.id)
+        try:
+            self.group.cancel("plain", spec.id, by="model")
+        except JobKitError:
+            return
+        self.cancels[key] = (self.clock.now(), self._runs_of(key))
+        self.h.cancels += 1
+        self.clock.advance(1)
+        self.redrive_a_dlq("plain", True)
+        if recancel:
+            self.clock.advance(1)
+            self.cancel_everything_pushed_before("plain", False, 0)
+
     @rule(scripts=st.lists(SCRIPTS, min_size=2, max_size=3), first_delay=st.sampled_from([None, 5]))
     def cancel_a_windows_owner(self, scripts: list[dict[str, Any]], first_delay: int | None) -> None:
         # jobs of one debounce key wait behind the latest, which is then cancelled:
