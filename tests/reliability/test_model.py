@@ -98,7 +98,7 @@ from jobkit.local.moto_patches import has_receivable
 from jobkit.local.stack import ACCOUNT_ID
 from jobkit.ops.cancel import lifter
 from jobkit.ops.dead_letters import DeadLetter
-from jobkit.ops.redrive import redrive
+from jobkit.ops.redrive import REDRIVE_VISIBILITY_S, redrive
 from jobkit.ops.scope import resolve_scope
 from jobkit.push import derived_job_id
 from jobkit.records import JobRuns
@@ -852,7 +852,10 @@ class JobModel(RuleBasedStateMachine):
 
     def _check(self) -> None:
         sent = self.h.sent.specs
-        self.clock.advance(0.01)  # moto shows a message again only once the clock has passed its visible_at
+        # moto shows a message again only once the clock has passed its visible_at; a dead
+        # letter an operator's listing or redrive received and could not release (an injected
+        # fault) is hidden for their visibility timeout, and comes back after it: wait for it
+        self.clock.advance(REDRIVE_VISIBILITY_S + 1)
         dead = [m for queue in QUEUES for m in self.h.stack.dead_letters(queue)]
         evidence = fates(self.h.sent.keys, self.h.stack.results.results, SCRIPTED, dead, key=by_job)
         keys = set(self.h.sent.keys)
