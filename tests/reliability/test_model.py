@@ -945,7 +945,7 @@ class JobModel(RuleBasedStateMachine):
                 assert covered(key), f"cancelled with no cancellation that covers it: {evidence[key].describe()}"
                 # a push an operator redrove with --uncancel runs, unless cancelled again after the lift
                 lifted = self.lifted.get(key)
-                if lifted is not None and at > lifted and key not in self.twice:
+                if lifted is not None and at >= lifted and key not in self.twice:
                     again = self._cancelled_at(key)
                     assert again is not None and again > lifted, f"cancelled after its lift: {evidence[key].describe()}"
         honoured = [(key, at, runs) for key, (at, runs) in self.cancels.items()]
