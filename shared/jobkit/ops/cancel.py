@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobkit.core.errors import JobKitError
+from jobkit.records.cancellations import when
 from jobkit.status.control import JobControl
 
 if TYPE_CHECKING:
@@ -107,4 +108,4 @@ def lifter(declaration: Declaration, records: Records, clock: Clock, by: str) ->
 
 
 def _iso(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return when(at).replace("+00:00", "Z")

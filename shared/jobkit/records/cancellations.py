@@ -37,6 +37,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from jobkit.records.items import number, optional_text
 from jobkit.records.keys import TYPE_MARK, JobRef, Kind, domain_key, partition_key
 from jobkit.records.table import Absent, Below, ConditionFailed, Item, Table
 
@@ -172,7 +173,7 @@ class Cancellations:
     def lifted(self, ref: JobRef, pushed_at: float | None) -> float | None:
         """When the push of a job enqueued at ``pushed_at`` was last lifted, if it was (one item read)."""
         item = self._table.get(_lift_key(ref, pushed_at))
-        return _number(item, "lifted_at") if item is not None else None
+        return number(item, "lifted_at") if item is not None else None
 
     def cancel_all(
         self, job_type: str, domain: str | None, before: float, at: float, by: str, expires_at: int
@@ -196,7 +197,7 @@ class Cancellations:
         item = self._table.get((partition_key(job_type, Kind.CANCEL, TYPE_MARK), TYPE_MARK))
         if item is None:
             return NOTHING_CANCELLED
-        return TypeMark(_number(item, "newest"), _number(item, "max_before"))
+        return TypeMark(number(item, "newest"), number(item, "max_before"))
 
     def watermark(self, job_type: str, domain: str | None) -> Watermark | None:
         """The domain's watermark, if ``cancel_all`` set one (a strongly consistent read)."""
@@ -208,10 +209,10 @@ class Cancellations:
         item = self._table.get(_job_key(ref))
         if item is None:
             return None
-        at, lifted_at = _number(item, "at"), _number(item, "lifted_at")
+        at, lifted_at = number(item, "at"), number(item, "lifted_at")
         if at is None and lifted_at is None:
             return None
-        return Cancellation(ref, at, _text(item, "by"), lifted_at=lifted_at)
+        return Cancellation(ref, at, (optional_text(item, "by") or "?"), lifted_at=lifted_at)
 
     def _raise_mark(self, job_type: str, name: str, value: float, expires_at: int) -> None:
         with suppress(ConditionFailed):  # a newer one moved it further already
@@ -239,17 +240,7 @@ def _watermark_key(job_type: str, domain: str | None) -> tuple[str, str]:
 
 
 def _watermark(job_type: str, domain: str | None, item: Item) -> Watermark | None:
-    before, at = _number(item, "before"), _number(item, "at")
+    before, at = number(item, "before"), number(item, "at")
     if before is None or at is None:
         return None
-    return Watermark(job_type, domain, before, at, _text(item, "by"))
-
-
-def _number(item: Item, name: str) -> float | None:
-    value = item.get(name)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _text(item: Item, name: str) -> str:
-    value = item.get(name)
-    return value if isinstance(value, str) else "?"
+    return Watermark(job_type, domain, before, at, (optional_text(item, "by") or "?"))

@@ -12,7 +12,7 @@ from jobkit.records.table import Item
 def lost_claim(item: Item) -> Claim:
     return Claim(
         False,
-        holder=optionaltext(item, "owner"),
+        holder=optional_text(item, "owner"),
         lease_until=number(item, "lease_until"),
         last_success_start=number(item, "last_success_start"),
         done=item.get("state") == "done",
@@ -27,7 +27,7 @@ def final_attempt(item: Item, ref: JobRef) -> FinalAttempt:
         message_id=text(item, "message_id"),
         started_at=number(item, "started_at") or 0.0,
         succeeded_at=number(item, "succeeded_at"),
-        correlation_id=optionaltext(item, "correlation_id"),
+        correlation_id=optional_text(item, "correlation_id"),
     )
 
 
@@ -42,11 +42,11 @@ def status(ref: JobRef, item: Item) -> JobStatus:
         started_at=number(item, "started_at"),
         finished_at=number(item, "finished_at"),
         progress=number(item, "progress"),
-        result=optionaltext(item, "result"),
-        error=optionaltext(item, "error"),
+        result=optional_text(item, "result"),
+        error=optional_text(item, "error"),
         will_retry=item.get("will_retry") is True,
-        note=optionaltext(item, "note"),
-        correlation_id=optionaltext(item, "correlation_id"),
+        note=optional_text(item, "note"),
+        correlation_id=optional_text(item, "correlation_id"),
         enqueued_at=number(item, "enqueued_at"),
     )
 
@@ -61,8 +61,8 @@ def failure(item: Item, ref: JobRef) -> FailureRecord:
         error_class=text(item, "error_class"),
         message=text(item, "message"),
         traceback=text(item, "traceback"),
-        dead_letter_reason=optionaltext(item, "dead_letter_reason"),
-        correlation_id=optionaltext(item, "correlation_id"),
+        dead_letter_reason=optional_text(item, "dead_letter_reason"),
+        correlation_id=optional_text(item, "correlation_id"),
         ran=item.get("not_run") is not True,
     )
 
@@ -77,10 +77,10 @@ def integer(item: Item, name: str) -> int | None:
     return None if value is None else int(value)
 
 
-def optionaltext(item: Item, name: str) -> str | None:
+def optional_text(item: Item, name: str) -> str | None:
     value = item.get(name)
     return value if isinstance(value, str) else None
 
 
 def text(item: Item, name: str) -> str:
-    return optionaltext(item, name) or ""
+    return optional_text(item, name) or ""
