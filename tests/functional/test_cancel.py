@@ -628,3 +628,50 @@ def _bodies(local: LocalStack, queue: str) -> list[str]:
     url = local.queue_urls[local.declaration.queue_name(queue)]
     messages = local.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]
     return [m["Body"] for m in messages]
+
+
+@pytest.mark.parametrize("again", ["cancel", "cancel_all"])
+@pytest.mark.parametrize("behind_s", [0, 2])  # (2 s: the push, which failed twice since, is still before it)
+def test_a_cancellation_recorded_after_a_lift_wins_in_its_millisecond_or_from_a_slower_clock(
+    local: LocalStack, jobs_toml: Path, behind_s: int, again: str
+) -> None:
+    from jobkit.core.clock import VirtualClock as Clock
+    from jobkit.status.control import JobControl
+
+    group = local.queue_group("wiki")
+    local.clock.advance(60)
+    _dead(local, "z")
+    group.cancel("mail", "z")
+    local.clock.advance(1)
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "mail", "--uncancel").exit_code == 0
+    # The app cancels the redriven job again: in the lift's own millisecond, or from a host whose clock is behind
+    app = JobControl(local.declaration, local.records, Clock(local.clock.now() - behind_s))
+    if again == "cancel":
+        app.cancel("mail", "z", "wiki", by="app")
+    else:
+        app.cancel_all("mail", "wiki", by="app")
+    local.results.clear()
+    SCRIPTED.clear()
+    local.drain()
+    assert outcomes(local) == {"z": Outcome.CANCELLED} and not SCRIPTED
+
+
+def test_a_lift_from_a_slower_clock_lifts_the_cancellations_recorded_before_it(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    from jobkit.core.clock import VirtualClock as Clock
+    from jobkit.status.control import JobControl
+
+    group = local.queue_group("wiki")
+    local.clock.advance(60)
+    _dead(local, "z")
+    # an app whose clock runs 30 s ahead of the operator's cancels it, and all its type's jobs
+    ahead = JobControl(local.declaration, local.records, Clock(local.clock.now() + 30))
+    ahead.cancel("mail", "z", "wiki", by="app")
+    ahead.cancel_all("mail", "wiki", by="app")
+    assert group.cancel("mail", "z") is True
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "mail", "--uncancel").exit_code == 0
+    local.results.clear()
+    SCRIPTED.clear()
+    local.drain()
+    assert outcomes(local) == {"z": Outcome.DEAD_LETTERED} and len(SCRIPTED) == 2

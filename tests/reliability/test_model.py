@@ -312,11 +312,15 @@ class JobModel(RuleBasedStateMachine):
         self.redriven: dict[str, float] = {}  # job -> when an operator redrove it
         self.twice: dict[str, float] = {}  # job ID pushed twice (a retried request) -> seconds between
         self.virtual_roots: list[tuple[str, str | None, str, float]] = []  # (type, domain, signature, timestamp)
-        # job -> (when its cancellation was recorded, how many runs it had then); a lift removes it
-        self.cancels: dict[str, tuple[float, int]] = {}
-        self.lifted: dict[str, float] = {}  # job -> when an operator's redrive lifted its cancellation
-        # (type, domain, pushed before, when recorded, runs then of each job it covers)
-        self.watermarks: list[tuple[str, str | None, float, float, dict[str, int]]] = []
+        # What came last is the order of recording, not the clock (moto's stands still):
+        # each cancellation and lift takes the next number of ``self.recorded``.
+        self.recorded = 0
+        # job -> (when its cancellation was recorded, how many runs it had then, its number)
+        self.cancels: dict[str, tuple[float, int, int]] = {}
+        # job -> (when an operator's redrive lifted its cancellation, its number)
+        self.lifted: dict[str, tuple[float, int]] = {}
+        # (type, domain, pushed before, when recorded, its number, runs then of each job it covers)
+        self.watermarks: list[tuple[str, str | None, float, float, int, dict[str, int]]] = []
         self.serial = 0
 
     @property
@@ -594,13 +598,17 @@ class JobModel(RuleBasedStateMachine):
             )
             self.h.redriven += report.moved
         for key in lifted:
-            self.lifted[key] = self.clock.now()
+            self.lifted[key] = (self.clock.now(), self._record())
         for message in moved:
             key = key_of(message["Body"], by_job)
             if key is not None:
                 self.redriven[key] = self.clock.now()
 
     # -- cancellations -----------------------------------------------------------------------
+
+    def _record(self) -> int:
+        self.recorded += 1
+        return self.recorded
 
     def _runs_of(self, key: str) -> int:
         return sum(1 for run in SCRIPTED if by_job(run.job_type, run.domain, run.job_id) == key)
@@ -616,8 +624,7 @@ class JobModel(RuleBasedStateMachine):
             self.h.stack.queue_group(spec.domain).cancel(spec.type, spec.id, by="model")
         except JobKitError:  # the table is down: nothing was cancelled
             return
-        self.cancels[key] = (self.clock.now(), self._runs_of(key))
-        self.lifted.pop(key, None)
+        self.cancels[key] = (self.clock.now(), self._runs_of(key), self._record())
         self.h.cancels += 1
 
     @rule(
@@ -653,10 +660,11 @@ class JobModel(RuleBasedStateMachine):
         self.clock.advance(1)
         self.cancel_everything_pushed_before(job_type, not other_domain, 0)
 
-    @rule(recancel=st.booleans())
-    def cancel_a_dead_job_then_lift_it(self, recancel: bool) -> None:
-        # an app cancels a job that died; the operator redrives it with --uncancel (and,
-        # maybe, cancels everything pushed until then once more): it runs, unless cancelled again
+    @rule(again=st.sampled_from([None, "job", "all"]), wait=st.booleans())
+    def cancel_a_dead_job_then_lift_it(self, again: str | None, wait: bool) -> None:
+        # an app cancels a job that died; the operator redrives it with --uncancel (and the
+        # app, maybe, cancels it or everything pushed until then once more, maybe in the
+        # lift's own instant): it runs, unless cancelled again
         spec = JobSpecification("plain", {"script": {"permanent": True}, "n": self._new_id("dead")})
         self._push([spec])
         for _ in range(3):
@@ -666,12 +674,18 @@ class JobModel(RuleBasedStateMachine):
             self.group.cancel("plain", spec.id, by="model")
         except JobKitError:
             return
-        self.cancels[key] = (self.clock.now(), self._runs_of(key))
+        self.cancels[key] = (self.clock.now(), self._runs_of(key), self._record())
         self.h.cancels += 1
         self.clock.advance(1)
         self.redrive_a_dlq("plain", True)
-        if recancel:
+        if wait:
             self.clock.advance(1)
+        if again == "job":
+            with contextlib.suppress(JobKitError):  # the table is down: nothing was cancelled
+                self.group.cancel("plain", spec.id, by="model")
+                self.cancels[key] = (self.clock.now(), self._runs_of(key), self._record())
+                self.h.cancels += 1
+        elif again == "all":
             self.cancel_everything_pushed_before("plain", False, 0)
 
     @rule(scripts=st.lists(SCRIPTS, min_size=2, max_size=3), first_delay=st.sampled_from([None, 5]))
@@ -692,7 +706,7 @@ class JobModel(RuleBasedStateMachine):
         except JobKitError:
             return
         key = by_job("debounced", self.domain, owner.id)
-        self.cancels[key] = (self.clock.now(), self._runs_of(key))
+        self.cancels[key] = (self.clock.now(), self._runs_of(key), self._record())
         self.h.cancels += 1
 
     @rule(job_type=st.sampled_from(CANCELLABLE), other_domain=OTHER_DOMAIN, back_s=st.sampled_from([0, 3]))
@@ -708,7 +722,7 @@ class JobModel(RuleBasedStateMachine):
             for key, spec in self.h.sent.specs.items()
             if (spec.type, spec.domain) == (job_type, group.domain)
         }
-        self.watermarks.append((job_type, group.domain, before, self.clock.now(), covered))
+        self.watermarks.append((job_type, group.domain, before, self.clock.now(), self._record(), covered))
         self.h.cancels += 1
 
     @rule(queue=st.sampled_from(QUEUES))
@@ -917,13 +931,22 @@ class JobModel(RuleBasedStateMachine):
     def _cancelled_at(self, key: str) -> float | None:
         """When the model recorded a cancellation that covers a push of the job (the latest)."""
         pushed, spec = self.h.sent.enqueue_times[key], self.h.sent.specs[key]
-        times = [at for at, _ in [self.cancels[key]] if any(e <= at for e in pushed)] if key in self.cancels else []
+        times = [self.cancels[key][0]] if key in self.cancels and any(e <= self.cancels[key][0] for e in pushed) else []
         times += [
             at
-            for t, d, before, at, _ in self.watermarks
+            for t, d, before, at, *_ in self.watermarks
             if (t, d) == (spec.type, spec.domain) and any(e <= before for e in pushed)
         ]
         return max(times, default=None)
+
+    def _cancelled_since(self, key: str, number: int) -> bool:
+        """Whether the model recorded a cancellation that covers a push of the job after ``number``."""
+        pushed, spec = self.h.sent.enqueue_times[key], self.h.sent.specs[key]
+        own = key in self.cancels and self.cancels[key][2] > number and any(e <= self.cancels[key][0] for e in pushed)
+        return own or any(
+            (t, d) == (spec.type, spec.domain) and n > number and any(e <= before for e in pushed)
+            for t, d, before, _, n, _ in self.watermarks
+        )
 
     def _check_cancellations(self, evidence: dict[str, Fate]) -> None:
         """A cancellation is true, and honoured: every cancelled result has one that
@@ -936,7 +959,7 @@ class JobModel(RuleBasedStateMachine):
             spec, first = sent[key], min(pushed[key])
             if key in self.cancels and self.cancels[key][0] >= first:
                 return True
-            return any((t, d) == (spec.type, spec.domain) and before >= first for t, d, before, _, _ in self.watermarks)
+            return any((t, d) == (spec.type, spec.domain) and before >= first for t, d, before, *_ in self.watermarks)
 
         # fail-open: the runner could not read the table, ran the job, and said so (or its batch died)
         unread = self.unreported | {
@@ -949,19 +972,20 @@ class JobModel(RuleBasedStateMachine):
                 assert covered(key), f"cancelled with no cancellation that covers it: {evidence[key].describe()}"
                 # a push an operator redrove with --uncancel runs, unless cancelled again after the lift
                 lifted = self.lifted.get(key)
-                if lifted is not None and at >= lifted and key not in self.twice:
-                    again = self._cancelled_at(key)
-                    assert again is not None and again > lifted, f"cancelled after its lift: {evidence[key].describe()}"
-        honoured = [(key, at, runs) for key, (at, runs) in self.cancels.items()]
+                if lifted is not None and at >= lifted[0] and key not in self.twice:
+                    again = self._cancelled_since(key, lifted[1])
+                    assert again, f"cancelled after its lift: {evidence[key].describe()}"
+        honoured = [(key, at, runs, n) for key, (at, runs, n) in self.cancels.items()]
         honoured += [
-            (key, at, runs)
-            for t, d, before, at, jobs in self.watermarks
+            (key, at, runs, n)
+            for t, d, before, at, n, jobs in self.watermarks
             for key, runs in jobs.items()
             if any(e <= before for e in pushed[key])
         ]
-        for key, at, runs_then in honoured:
-            if key in unread or key in self.lifted or any(e > at for e in pushed[key]):
-                continue  # read nothing (fail-open), lifted by a redrive, or pushed again after it
+        for key, at, runs_then, n in honoured:
+            lifted_after = key in self.lifted and self.lifted[key][1] > n
+            if key in unread or lifted_after or any(e > at for e in pushed[key]):
+                continue  # read nothing (fail-open), lifted by a redrive since, or pushed again after it
             assert self._runs_of(key) == runs_then, f"ran after its cancellation at {at}: {evidence[key].describe()}"
 
     def _check_dead_letter(self, message: dict[str, Any], fate: Fate, disturbed: set[str]) -> None:

@@ -134,19 +134,33 @@ class Cancellations:
         self._table = table
 
     def cancel(self, ref: JobRef, at: float, by: str, expires_at: int) -> None:
-        """Record a job's cancellation (a later one recorded already stands: ``at`` only moves forward)."""
-        self._raise_mark(ref.job_type, "newest", at, expires_at)
-        with suppress(ConditionFailed):
-            self._table.update(
-                _job_key(ref),
-                {"at": at, "by": by, "expires_at": expires_at},
-                when=Absent("at") | Below("at", at),
-                want_old=False,
-            )
+        """Record a job's cancellation (a later one recorded already stands: ``at`` only moves forward).
+
+        It is recorded after any lift the record holds: a cancellation written
+        after a lift, in its millisecond or from a clock behind the lifter's,
+        is recorded one millisecond after the lift, so it wins (a lift wins a tie)."""
+        for _ in range(_ORDERING_TRIES):
+            self._raise_mark(ref.job_type, "newest", at, expires_at)
+            try:
+                self._table.update(
+                    _job_key(ref),
+                    {"at": at, "by": by, "expires_at": expires_at},
+                    when=(Absent("at") | Below("at", at)) & (Absent("lifted_at") | Below("lifted_at", at)),
+                )
+                return
+            except ConditionFailed as lost:
+                lifted_at = number(lost.item or {}, "lifted_at")
+                if lifted_at is None or lifted_at < at:
+                    return  # a later cancellation stands
+                at = lifted_at + _AFTER_S
+        # lifts kept being recorded past it while it wrote: they came after it, and stand
 
     def lift(self, ref: JobRef, pushed_at: float | None, at: float, by: str, expires_at: int) -> None:
         """Take back the cancellations recorded until ``at`` of the push of a job
-        enqueued at ``pushed_at`` (as the runner reads it), its own and a watermark's."""
+        enqueued at ``pushed_at`` (as the runner reads it), its own and a watermark's,
+        and those recorded before it from a clock ahead of ``at`` (two reads)."""
+        own, watermark = self.of_job(ref), self.watermark(ref.job_type, ref.domain)
+        at = max([at] + [c.recorded_at for c in (own, watermark) if c is not None])  # a lift wins a tie
         self._raise_mark(ref.job_type, "newest", at, expires_at)
         self._table.put(_lift_key(ref, pushed_at), {"lifted_at": at, "lifted_by": by, "expires_at": expires_at})
         with suppress(ConditionFailed):
@@ -178,8 +192,14 @@ class Cancellations:
     def cancel_all(
         self, job_type: str, domain: str | None, before: float, at: float, by: str, expires_at: int
     ) -> Watermark:
-        """Move the domain's watermark up to ``before`` (never down). Returns the watermark as it stands."""
-        self._raise_mark(job_type, "max_before", before, expires_at)
+        """Move the domain's watermark up to ``before`` (never down). Returns the watermark as it stands.
+
+        It is recorded after every lift of the type recorded before it (one
+        millisecond after the newest, when the lifter's clock was ahead), so a
+        push lifted before it is cancelled again."""
+        newest = number(self._raise_mark(job_type, "max_before", before, expires_at), "newest")
+        if newest is not None and newest >= at:
+            at = newest + _AFTER_S
         try:
             self._table.update(
                 _watermark_key(job_type, domain),
@@ -214,14 +234,24 @@ class Cancellations:
             return None
         return Cancellation(ref, at, (optional_text(item, "by") or "?"), lifted_at=lifted_at)
 
-    def _raise_mark(self, job_type: str, name: str, value: float, expires_at: int) -> None:
-        with suppress(ConditionFailed):  # a newer one moved it further already
-            self._table.update(
-                (partition_key(job_type, Kind.CANCEL, TYPE_MARK), TYPE_MARK),
-                {name: value, "expires_at": expires_at},
-                when=Absent(name) | Below(name, value),
-                want_old=False,
+    def _raise_mark(self, job_type: str, name: str, value: float, expires_at: int) -> Item:
+        """Move the type's mark's ``name`` up to ``value``; returns the mark as it stands."""
+        try:
+            return (
+                self._table.update(
+                    (partition_key(job_type, Kind.CANCEL, TYPE_MARK), TYPE_MARK),
+                    {name: value, "expires_at": expires_at},
+                    when=Absent(name) | Below(name, value),
+                    want_new=True,
+                )
+                or {}
             )
+        except ConditionFailed as lost:  # a newer one moved it further already
+            return lost.item or {}
+
+
+_AFTER_S = 0.001  # one millisecond: the resolution of a lift's key
+_ORDERING_TRIES = 3
 
 
 def _job_key(ref: JobRef) -> tuple[str, str]:
