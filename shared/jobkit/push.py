@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from jobkit.batches.control import BatchKeeper, BatchMethods
+from jobkit.batches.members import enrol
 from jobkit.core.clock import Clock, SystemClock
 from jobkit.core.errors import FailedJob, JobKitError, JobQueueError, SpecError
 from jobkit.core.spec import JobSpecification
@@ -90,7 +92,7 @@ class _Shared:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class JobQueueGroup(JobControlMethods):
+class JobQueueGroup(JobControlMethods, BatchMethods):
     """Pushes jobs for one domain (MediaWiki's JobQueueGroup for one wiki).
 
     Apps get one with ``jobkit.queue_group(domain)``, which :mod:`jobkit.wiring`
@@ -200,7 +202,9 @@ class JobQueueGroup(JobControlMethods):
         specs = self._adopt(jobs)
         if not specs:
             return []
-        now = self._shared.clock.now()
+        now, shared = self._shared.clock.now(), self._shared
+        # A batch's members are counted in before they are sent (jobkit.batches.members).
+        enrolled = enrol(shared.declaration, shared.records, [self._with_domain(s) for s in specs], now)
         # One correlation ID per push() outside a request or job (see jobkit.core.correlation).
         messages, failed = self._prepare(specs, now, Origin.current())
         result = send_with_retries(
@@ -213,6 +217,7 @@ class JobQueueGroup(JobControlMethods):
         self._record_roots([message.item for message in result.sent])
         enqueued_ids = [message.item.id for message in result.sent]
         if failed:
+            enrolled.withdraw([(f.job_type, f.job_id) for f in failed])
             raise JobQueueError(failed, enqueued_ids)
         return enqueued_ids
 
@@ -300,6 +305,14 @@ class JobQueueGroup(JobControlMethods):
             raise JobKitError("this JobQueueGroup has no jobs table: use jobkit.queue_group(), or pass records")
         return JobControl(shared.declaration, shared.records, shared.clock, shared.sleep)
 
+    def _batch_keeper(self) -> BatchKeeper:
+        shared = self._shared
+        if shared.records is None:
+            raise JobKitError("this JobQueueGroup has no jobs table: use jobkit.queue_group(), or pass records")
+        # a callback is no member: pushed through a group no job's pushes pass through (they join its batch)
+        group = self if self._child_ids is None else JobQueueGroup(self.domain, _shared=shared)
+        return BatchKeeper(shared.records, shared.clock, group.push, declaration=shared.declaration)
+
     # -- internals -------------------------------------------------------------
 
     def _adopt(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[JobSpecification]:
@@ -307,7 +320,7 @@ class JobQueueGroup(JobControlMethods):
         for spec in specs:
             if not isinstance(spec, JobSpecification):
                 raise TypeError(f"push() takes JobSpecification objects, got {type(spec).__name__}")
-        return self._child_ids.adopt(specs) if self._child_ids is not None else specs
+        return self._child_ids.adopt(specs, self.domain) if self._child_ids is not None else specs
 
     def _with_domain(self, spec: JobSpecification) -> JobSpecification:
         return spec if spec.domain is not None or self.domain is None else spec.replace(domain=self.domain)

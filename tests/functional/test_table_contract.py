@@ -1,4 +1,4 @@
-"""The table contract: the five item primitives that every record kind is
+"""The table contract: the seven item primitives that every record kind is
 written with behave the same in memory and on DynamoDB (moto), including the
 corners DynamoDB defines: a comparison with a missing attribute is false, a
 write to an empty key sees an item without attributes, ``None`` means absent."""
@@ -90,3 +90,29 @@ def test_at_least(table: Table) -> None:
     assert table.get(KEY) == {"tat": 6}
     with pytest.raises(ConditionFailed):
         table.update(("t#rate#none", "-"), {"x": 1}, when=AtLeast("tat", 0))
+
+
+def test_a_transaction_writes_all_or_nothing_and_names_the_writes_that_failed(table: Table) -> None:
+    from jobkit.records.table import Cancelled, Write
+
+    counter, member, other = ("t#batch#b#0", "-"), ("t#batch#b#0", "-#t#j"), ("t#batch#b#0", "-#t#k")
+    table.transact([Write(member, {"state": "pending"}, when=Absent("state")), Write(counter, add={"added": 1})])
+    table.transact([Write(other, {"state": "pending"}, when=Absent("state")), Write(counter, add={"added": 1})])
+    with pytest.raises(Cancelled) as cancelled:
+        table.transact(
+            [
+                Write(member, {"state": "pending"}, when=Absent("state")),
+                Write(("t#batch#b#0", "-#t#new"), {"state": "pending"}, when=Absent("state")),
+                Write(counter, add={"added": 2}),
+            ]
+        )
+    assert cancelled.value.failed == {0}
+    assert table.get(counter) == {"added": 2}  # the cancelled transaction wrote nothing
+    assert table.get(("t#batch#b#0", "-#t#new")) is None
+
+
+def test_get_many_reads_the_items_that_exist(table: Table) -> None:
+    keys = [(f"t#batch#b#{n}", "-") for n in range(16)]
+    for key in keys[::2]:
+        table.put(key, {"added": 1})
+    assert table.get_many(keys) == {key: {"added": 1} for key in keys[::2]}

@@ -112,6 +112,12 @@ class NotCancellable(JobKitError):
         )
 
 
+class BatchError(JobKitError):
+    """A batch cannot take this: a member of a type that does not declare
+    ``batches``, a callback of one that does not declare ``batch_callback``, a
+    push into a sealed batch, a batch ID opened before with other callbacks."""
+
+
 class JobCancelled(JobKitError):
     """Raised by a job that stops because it was cancelled (``if self.cancelled(): raise JobCancelled()``):
     the job ends ``cancelled``, not failed, and is not retried."""

@@ -103,6 +103,7 @@ class RecordResult:
     error: str | None = None  # "ErrorClass: message" when it failed or was poisoned
     reason: str | None = None  # why it was skipped, re-enqueued or cancelled; the dead-letter reason
     dedup_unavailable: bool = False  # the dedup store failed and the job ran anyway (fail-open)
+    send_back: str | None = None  # why its message goes back, though it ended: its end was not counted
     correlation_id: str | None = None  # the correlation ID its message carried
     # What the job (or jobkit) raised, for tests and in-process callers; never serialised.
     exception: BaseException | None = field(default=None, compare=False, repr=False)
@@ -128,4 +129,4 @@ class RecordResult:
     @property
     def report_failure(self) -> bool:
         """Whether the message goes back to the queue (a batch item failure)."""
-        return self.outcome is Outcome.RETRIED
+        return self.outcome is Outcome.RETRIED or self.send_back is not None

@@ -15,11 +15,14 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from jobkit.core.errors import SpecError
+from jobkit.core.time_hints import ahead as _ahead
+from jobkit.core.time_hints import milliseconds_hint as _milliseconds_hint
 from jobkit.core.wire import (
+    BATCH_WIRE_VERSION,
     FIELD_NAME_PATTERN,
     ID_PATTERN,
     KNOWN_FIELDS,
@@ -27,6 +30,7 @@ from jobkit.core.wire import (
     MAYBE_SURROGATE,
     TYPE_PATTERN,
     WIRE_VERSION,
+    batch_id,
     decode,
     is_number,
     short,
@@ -53,8 +57,6 @@ MAX_CLOCK_SKEW_S = 300.0
 #: The latest release time: this long after the enqueue time. A longer delay
 #: hops every 15 minutes for a year; a release time in milliseconds would hop forever.
 MAX_RELEASE_DELAY_S = 366 * 24 * 3600.0
-#: Epoch seconds above this (the year 5138) are almost surely milliseconds.
-_MILLISECONDS_FROM = 1e11
 
 
 def canonical_json(value: Any) -> str:
@@ -90,6 +92,8 @@ class JobSpecification:
         release_at: run no earlier than this (epoch seconds or an aware datetime).
         delay: run no earlier than this many seconds after the push. Exclusive with ``release_at``.
         id: the job ID; a new UUID if not given.
+        batch: the ID of the batch it is a member of (:meth:`jobkit.JobQueueGroup.batch`
+            sets it); its body is then of wire version 2.
         extra_fields: body fields this jobkit does not know (a newer producer's
             optional ones, docs/wire-format.md), written back into the body as
             given; :meth:`from_dict` keeps a body's. None may be a field jobkit
@@ -98,6 +102,7 @@ class JobSpecification:
 
     __slots__ = (
         "_id_generated",
+        "batch",
         "delay",
         "domain",
         "enqueued_at",
@@ -123,6 +128,7 @@ class JobSpecification:
         id: str | None = None,  # noqa: A002
         enqueued_at: float | None = None,
         extra_fields: Mapping[str, Any] | None = None,
+        batch: str | None = None,
     ) -> None:
         if not isinstance(type, str) or not TYPE_PATTERN.fullmatch(type):
             raise SpecError(f"job type must be a name like 'htmlCacheUpdate', got {type!r}")
@@ -148,6 +154,9 @@ class JobSpecification:
         if not isinstance(self.id, str) or not ID_PATTERN.fullmatch(self.id):
             raise SpecError(f"{type}: job id must match {ID_PATTERN.pattern}, got {self.id!r}")
         self.enqueued_at = enqueued_at
+        if batch is not None and (not isinstance(batch, str) or not ID_PATTERN.fullmatch(batch)):
+            raise SpecError(f"{type}: batch ID must match {ID_PATTERN.pattern}, got {batch!r}")
+        self.batch = batch
         self.extra_fields: dict[str, Any] = dict(extra_fields or {})
         _check_extra_fields(self.type, self.extra_fields)
 
@@ -262,7 +271,7 @@ class JobSpecification:
         if self.enqueued_at is None:
             raise SpecError(f"{self.type} {self.id}: not stamped with an enqueue time; push it, or call stamped()")
         data: dict[str, Any] = {
-            "v": WIRE_VERSION,
+            "v": WIRE_VERSION if self.batch is None else BATCH_WIRE_VERSION,
             "id": self.id,
             "type": self.type,
             "domain": self.domain,
@@ -271,6 +280,8 @@ class JobSpecification:
             "releaseAt": self.release_at,
             "removeDuplicates": self.remove_duplicates,
         }
+        if self.batch is not None:
+            data["batch"] = {"id": self.batch}
         if self.remove_duplicates_ignore_params:
             data["removeDuplicatesIgnoreParams"] = list(self.remove_duplicates_ignore_params)
         if self.extra_fields:
@@ -335,6 +346,7 @@ class JobSpecification:
             id=data["id"],
             enqueued_at=float(data["enqueuedAt"]) if is_number(data["enqueuedAt"]) else utc_time(data["enqueuedAt"]),
             extra_fields={name: value for name, value in data.items() if name not in KNOWN_FIELDS},
+            batch=batch_id(data["batch"]) if "batch" in data else None,
         )
 
     # -- value semantics -------------------------------------------------
@@ -359,34 +371,6 @@ def _check_extra_fields(job: str, fields: Mapping[str, Any]) -> None:
         if not isinstance(name, str) or name in KNOWN_FIELDS or not FIELD_NAME_PATTERN.fullmatch(name):
             reason = "is jobkit's own field" if name in KNOWN_FIELDS else "is not an identifier"
             raise SpecError(f"{job}: extra field {short(name)} {reason}: a kept field is one jobkit does not know")
-
-
-def _ahead(value: float, now: float) -> str:
-    seconds = value - now
-    return f"{seconds:,.0f} s" if seconds < 86400 * 2 else f"{seconds / 86400:,.0f} days"
-
-
-def _milliseconds_hint(value: float) -> str:
-    mediawiki = _mediawiki_timestamp(value)
-    if mediawiki is not None:
-        when = mediawiki.strftime("%Y-%m-%dT%H:%M:%SZ")
-        return (
-            f" (it looks like a MediaWiki timestamp, YYYYMMDDHHMMSS, for {when}: the wire format"
-            f" counts epoch seconds, {mediawiki.timestamp():.0f}; in PHP, wfTimestamp( TS_UNIX, $ts ))"
-        )
-    if value >= _MILLISECONDS_FROM:
-        return " (it looks like milliseconds: the wire format counts epoch seconds)"
-    return ": is the sending host's clock right?"
-
-
-def _mediawiki_timestamp(value: float) -> datetime | None:
-    """``value`` read as MediaWiki's TS_MW (``20261127024500``, UTC), if it is one."""
-    if not float(value).is_integer() or not 1e13 <= value < 1e14:
-        return None
-    try:
-        return datetime.strptime(f"{int(value)}", "%Y%m%d%H%M%S").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 def _epoch(value: float | datetime) -> float:

@@ -1,4 +1,4 @@
-"""The wire codec: a job's JSON body, decoded and checked (version 1).
+"""The wire codec: a job's JSON body, decoded and checked (versions 1 and 2).
 
 Every reader of message bodies (the runner, the DLQ tools) and every writer
 (push) goes through here, so a body means one thing to all of them. The
@@ -19,6 +19,11 @@ back (the push endpoint sends what it parsed). A field an older reader must
 not ignore needs a new major version, which such a reader refuses as poison
 with the reason.
 
+Version 2 is version 1 and ``batch``: the body of a batch's member. A runner
+that did not know batches would run the member and never count it, so the
+batch would never complete: such a runner refuses a v2 body instead. A body
+that is no batch's member stays version 1, so every runner reads it.
+
 Nothing here imports a schema library: the runner's cold start pays for imports.
 """
 
@@ -32,6 +37,10 @@ from typing import Any
 from jobkit.core.errors import SpecError
 
 WIRE_VERSION = 1
+#: A batch member's body: version 1 and ``batch``.
+BATCH_WIRE_VERSION = 2
+#: The newest major version this reader reads.
+NEWEST_WIRE_VERSION = BATCH_WIRE_VERSION
 
 #: JSON integers beyond this are not exact as floats (and a 400-digit one overflows one).
 _MAX_SAFE_INTEGER = 2**53
@@ -78,9 +87,10 @@ _FIELDS = {
     "removeDuplicates",
     "removeDuplicatesIgnoreParams",
     "priorAttempts",
+    "batch",
 }
 _REQUIRED = ("v", "id", "type", "params", "enqueuedAt")
-#: The fields v1 names: jobkit's own. Any other is a newer producer's optional one.
+#: The fields v1 and v2 name: jobkit's own. Any other is a newer producer's optional one.
 KNOWN_FIELDS = frozenset(_FIELDS)
 
 
@@ -197,13 +207,20 @@ def validate(data: Any) -> None:
     if not isinstance(data, dict):
         raise SpecError(f"message body must be a JSON object, got {type(data).__name__}")
     version = data.get("v")
-    if isinstance(version, int) and not isinstance(version, bool) and version > WIRE_VERSION:
+    if isinstance(version, int) and not isinstance(version, bool) and version > NEWEST_WIRE_VERSION:
         raise SpecError(
-            f"wire version {version} is newer than this runner reads (v{WIRE_VERSION}):"
+            f"wire version {version} is newer than this runner reads (v{NEWEST_WIRE_VERSION}):"
             " deploy a jobkit that reads it before producers send it, then redrive"
         )
-    if version != WIRE_VERSION or type(version) is not int:  # not true, not 1.0
-        raise SpecError(f"unsupported wire version {short(version)} (this runner reads v{WIRE_VERSION})")
+    if version not in (WIRE_VERSION, BATCH_WIRE_VERSION) or type(version) is not int:  # not true, not 1.0
+        raise SpecError(
+            f"unsupported wire version {short(version)} (this runner reads v{WIRE_VERSION} to v{NEWEST_WIRE_VERSION})"
+        )
+    if ("batch" in data) != (version == BATCH_WIRE_VERSION):
+        raise SpecError(
+            "field 'batch' needs wire version 2, and version 2 is a batch member's: a runner that reads"
+            " only v1 would run the member without counting it"
+        )
     missing = [name for name in _REQUIRED if name not in data]
     if missing:
         raise SpecError(f"message is missing required field(s): {', '.join(missing)}")
@@ -247,7 +264,21 @@ def validate(data: Any) -> None:
             # Params are only ever logged at DEBUG: name the type of a bad one, never its content.
             got = type(value).__name__ if field == "params" else short(value)
             raise SpecError(f"field {field!r} must be {expected}, got {got}")
+    if "batch" in data:
+        batch_id(data["batch"])
     validate_root_params(data["params"])
+
+
+def batch_id(value: Any) -> str:
+    """The batch ID of a body's ``batch`` field: ``{"id": "..."}``."""
+    if not (isinstance(value, dict) and isinstance(value.get("id"), str) and ID_PATTERN.fullmatch(value["id"])):
+        raise SpecError(
+            f"field 'batch' must be an object with an 'id' matching {ID_PATTERN.pattern}, got {short(value)}"
+        )
+    unknown = sorted(name for name in value if name != "id" and not FIELD_NAME_PATTERN.fullmatch(name))
+    if unknown:
+        raise SpecError(f"field 'batch' has key(s) that are not identifiers: {short(', '.join(unknown))}")
+    return str(value["id"])
 
 
 def validate_root_params(params: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobkit.batches.options import BATCH_OPTIONS, with_batch_callbacks
 from jobkit.core.errors import ConfigError, UnknownJobType
 from jobkit.core.resources import (
     CANARY_TYPE,
@@ -66,6 +67,8 @@ class JobType:
     deliver_once: bool = False
     track_status: bool = False
     cancellable: bool = False  # apps and operators may cancel its jobs (jobkit.status.cancel)
+    batches: bool = False  # its jobs may be members of batches (jobkit.batches)
+    batch_callback: bool = False  # a batch may push it when it ends
     pushes: tuple[str, ...] = ()
     log_level: str = "INFO"  # the least severe of the runner's lines about this type's jobs that are written
     fairness: FlowKey | None = DOMAIN_KEY  # the MessageGroupId of its messages (SQS fair queues); None: off
@@ -152,10 +155,8 @@ class Declaration:
         object.__setattr__(self, "queues", queues)
 
     def job_type(self, name: str) -> JobType:
-        try:
+        if name in self.types:
             return self.types[name]
-        except KeyError:
-            pass
         if self.source.startswith("$"):  # a function's own declaration, from its environment: a subset
             raise UnknownJobType(
                 name,
@@ -240,11 +241,7 @@ def _queue_config(name: str, members: list[JobType]) -> QueueConfig:
 
 
 def load_declaration(path: str | os.PathLike[str] | None = None) -> Declaration:
-    """Load and validate a declaration file.
-
-    Args:
-        path: the TOML file. Defaults to ``$JOBKIT_CONFIG``, else ``infra/jobs.toml``.
-    """
+    """Load and validate a declaration file: ``path``, else ``$JOBKIT_CONFIG``, else ``infra/jobs.toml``."""
     import tomllib  # here: a runner reads its declaration as JSON, and its cold start skips the TOML parser
 
     resolved = Path(path or os.environ.get("JOBKIT_CONFIG") or DEFAULT_PATH)
@@ -305,10 +302,12 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     types_raw = table(top.at("types"), raw.get("types", {}))
     if not types_raw:
         raise ConfigError(source, "types", "declare at least one job type, e.g. [types.refreshLinks]")
-    types = {
-        name: _job_type(source, name, {**defaults, **table(top.at(f"types.{name}"), spec)}, base_dir)
-        for name, spec in types_raw.items()
-    }
+    types = with_batch_callbacks(
+        {
+            name: _job_type(source, name, {**defaults, **table(top.at(f"types.{name}"), spec)}, base_dir)
+            for name, spec in types_raw.items()
+        }
+    )
     for job_type in types.values():
         for target in job_type.pushes:
             if target not in types:
@@ -345,6 +344,7 @@ TYPE_OPTIONS: tuple[TypeOption, ...] = (
     *CORE_OPTIONS,
     *DEDUP_OPTIONS,
     *STATUS_OPTIONS,
+    *BATCH_OPTIONS,
     *FLOW_OPTIONS,
     *TRACING_OPTIONS,
     *PARAMS_OPTIONS,

@@ -40,9 +40,15 @@ class ChildIds:
         """The job that pushes."""
         return self._parent
 
-    def adopt(self, specs: list[JobSpecification]) -> list[JobSpecification]:
+    def adopt(self, specs: list[JobSpecification], domain: str | None = None) -> list[JobSpecification]:
+        """The jobs as the parent pushes them to ``domain``: IDs derived, and, if
+        the parent is a batch's member, in its batch (those of its own domain)."""
         with self._lock:
-            return [self._derived(spec) if spec.id_generated else spec for spec in specs]
+            adopted = [self._derived(spec) if spec.id_generated else spec for spec in specs]
+        batch, home = self._parent.batch, self._parent.domain
+        if batch is None:
+            return adopted
+        return [s.replace(batch=batch) if s.batch is None and (s.domain or domain) == home else s for s in adopted]
 
     def _derived(self, spec: JobSpecification) -> JobSpecification:
         try:

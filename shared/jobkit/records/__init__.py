@@ -42,6 +42,8 @@ STATUS_RECORD_TTL_S = 14 * DAY_S
 #: A cancellation lives as long as a job pushed before it can still be delivered:
 #: the longest delay (a year and a day), then 4 days in the queue and 14 in the DLQ.
 CANCEL_RECORD_TTL_S = (366 + 4 + 14) * DAY_S
+#: A batch waits for members that may be delayed a year, retried for days and kept in a DLQ for 14 days.
+BATCH_RECORD_TTL_S = CANCEL_RECORD_TTL_S
 
 
 class _AnyDomain(Enum):

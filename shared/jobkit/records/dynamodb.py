@@ -1,4 +1,4 @@
-"""The jobs table on DynamoDB: the five primitives of
+"""The jobs table on DynamoDB: the seven primitives of
 :class:`~jobkit.records.table.Table`, each one request through an injected
 boto3 client.
 
@@ -24,12 +24,14 @@ from jobkit.records.table import (
     AtLeast,
     AtMost,
     Below,
+    Cancelled,
     Condition,
     ConditionFailed,
     Equals,
     Item,
     Key,
     Value,
+    Write,
 )
 
 if TYPE_CHECKING:
@@ -78,29 +80,45 @@ class DynamoDBTable:
         want_old: bool = True,
         want_new: bool = False,
     ) -> Item | None:
-        names: dict[str, str] = {}
-        placeholders: dict[str, AttributeValueTypeDef] = {}
-        sets = [f"{_name(names, n)} = {_placeholder(placeholders, v)}" for n, v in values.items() if v is not None]
-        sets += [
-            f"{_name(names, n)} = if_not_exists({_name(names, n)}, {_placeholder(placeholders, v)})"
-            for n, v in (defaults or {}).items()
-            if v is not None and n not in values
-        ]
-        adds = [f"{_name(names, n)} {_placeholder(placeholders, v)}" for n, v in (add or {}).items()]
-        removes = [_name(names, n) for n in (*remove, *(n for n, v in values.items() if v is None))]
-        clauses = [("SET", sets), ("ADD", adds), ("REMOVE", removes)]
-        expression = " ".join(f"{verb} {', '.join(parts)}" for verb, parts in clauses if parts)
-        request: dict[str, Any] = {"Key": _key(key), "UpdateExpression": expression, "ExpressionAttributeNames": names}
-        if when is not None:
-            request["ConditionExpression"] = _condition(when, names, placeholders)
-            if want_old:
-                request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        if placeholders:
-            request["ExpressionAttributeValues"] = placeholders
+        request = _update(Write(key, values, add or {}, when), remove, defaults or {})
+        if when is not None and want_old:
+            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         if want_new:
             request["ReturnValues"] = "ALL_NEW"
         response = self._call("update_item", request)
         return _item(response.get("Attributes") or {}) if want_new else None
+
+    def transact(self, writes: Sequence[Write]) -> None:
+        from botocore.exceptions import ClientError
+
+        items = [{"Update": {**_update(write), "TableName": self._table_name}} for write in writes]
+        try:
+            self._call("transact_write_items", {"TransactItems": items}, table=False)
+        except TableUnavailable as unavailable:
+            cause = unavailable.__cause__
+            if not isinstance(cause, ClientError) or cause.response.get("Error", {}).get("Code") != (
+                "TransactionCanceledException"
+            ):
+                raise
+            codes = [reason.get("Code", "None") for reason in cause.response.get("CancellationReasons", [])]
+            if not codes or any(code not in ("None", "ConditionalCheckFailed") for code in codes):
+                raise  # a conflict with another transaction, a throttle: retried like any outage
+            raise Cancelled(frozenset(n for n, code in enumerate(codes) if code == "ConditionalCheckFailed")) from None
+
+    def get_many(self, keys: Sequence[Key]) -> dict[Key, Item]:
+        found: dict[Key, Item] = {}
+        request: dict[str, Any] = {
+            "RequestItems": {self._table_name: {"Keys": [_key(key) for key in keys], "ConsistentRead": True}}
+        }
+        for _ in range(5):  # keys DynamoDB left unprocessed (throttled) are asked for again
+            response = self._call("batch_get_item", request, table=False)
+            for raw in response.get("Responses", {}).get(self._table_name, []):
+                found[(raw["pk"]["S"], raw["sk"]["S"])] = _item(raw)
+            left = response.get("UnprocessedKeys") or {}
+            if not left:
+                return found
+            request = {"RequestItems": left}
+        raise TableUnavailable("DynamoDB batch_get_item left keys unprocessed five times: throttled")
 
     def delete(self, key: Key, when: Condition | None = None) -> bool:
         request: dict[str, Any] = {"Key": _key(key)}
@@ -140,10 +158,11 @@ class DynamoDBTable:
                 return
             request["ExclusiveStartKey"] = last
 
-    def _call(self, operation: str, request: dict[str, Any]) -> Any:
+    def _call(self, operation: str, request: dict[str, Any], *, table: bool = True) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        request["TableName"] = self._table_name
+        if table:
+            request["TableName"] = self._table_name
         try:
             return getattr(self._client or self._connect(), operation)(**request)
         except ClientError as exc:
@@ -170,6 +189,33 @@ class DynamoDBRecords(Records):
 
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         super().__init__(DynamoDBTable(client, table_name))
+
+
+def _update(write: Write, remove: Sequence[str] = (), defaults: Item | None = None) -> dict[str, Any]:
+    """An UpdateItem request's key and expressions, as an update or a transaction's write."""
+    names: dict[str, str] = {}
+    placeholders: dict[str, AttributeValueTypeDef] = {}
+    values = write.values
+    sets = [f"{_name(names, n)} = {_placeholder(placeholders, v)}" for n, v in values.items() if v is not None]
+    sets += [
+        f"{_name(names, n)} = if_not_exists({_name(names, n)}, {_placeholder(placeholders, v)})"
+        for n, v in (defaults or {}).items()
+        if v is not None and n not in values
+    ]
+    adds = [f"{_name(names, n)} {_placeholder(placeholders, v)}" for n, v in write.add.items()]
+    removes = [_name(names, n) for n in (*remove, *(n for n, v in values.items() if v is None))]
+    clauses = [("SET", sets), ("ADD", adds), ("REMOVE", removes)]
+    expression = " ".join(f"{verb} {', '.join(parts)}" for verb, parts in clauses if parts)
+    request: dict[str, Any] = {
+        "Key": _key(write.key),
+        "UpdateExpression": expression,
+        "ExpressionAttributeNames": names,
+    }
+    if write.when is not None:
+        request["ConditionExpression"] = _condition(write.when, names, placeholders)
+    if placeholders:
+        request["ExpressionAttributeValues"] = placeholders
+    return request
 
 
 def _key(key: Key) -> dict[str, AttributeValueTypeDef]:

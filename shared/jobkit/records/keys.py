@@ -24,7 +24,13 @@ partition key                                sort key                           
 ``{type}#cancel#{job id}``                   ``{domain}``                                a job's cancellation
 ``{type}#cancel#*``                          ``{domain}``                                cancel_all's watermark
 ``{type}#cancel#*``                          ``*``                                       the type's newest cancellation
+``_batch#{batch id}``                        ``{domain}``                                a batch (its callbacks)
+``_batch#{batch id}#{shard}``                ``{domain}``                                a shard of a batch's counts
+``_batch#{batch id}#{shard}``                ``{domain}#{type}#{job id}``                a batch's member
 ===========================================  ==========================================  =======================
+
+A batch spans types, so its records are keyed by batch ID and domain under
+a prefix no type name can take (:mod:`jobkit.records.batches`).
 
 ``{key}`` is a flow-control key's value (:meth:`jobkit.flow.options.FlowKey.value`):
 ``*`` for the whole type, ``-`` for none, ``={value}`` otherwise.
@@ -43,6 +49,10 @@ from enum import StrEnum
 from typing import Protocol
 
 NO_SORT = "-"
+#: The partition keys of batches start with it: no type name can (one starts with a letter).
+BATCH_PREFIX = "_batch"
+#: Every batch record, for IAM (:mod:`jobkit.records.batches`: a batch spans types).
+BATCH_RECORDS_PATTERN = f"{BATCH_PREFIX}#*"
 
 
 class Kind(StrEnum):

@@ -1,5 +1,5 @@
 """The jobs table in memory, for unit tests and the pytest plugin: the same
-five primitives as DynamoDB, applying the same conditions (the contract tests
+seven primitives as DynamoDB, applying the same conditions (the contract tests
 run the record store over both)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from jobkit.records import TableUnavailable
 from jobkit.records.store import Records
-from jobkit.records.table import Condition, ConditionFailed, Item, Key, Value
+from jobkit.records.table import Cancelled, Condition, ConditionFailed, Item, Key, Value, Write
 
 
 class MemoryTable:
@@ -64,6 +64,27 @@ class MemoryTable:
                 updated.pop(name, None)
             self.items[key] = _present(updated)
             return dict(self.items[key]) if want_new else None
+
+    def transact(self, writes: Sequence[Write]) -> None:
+        with self._lock:
+            self.requests += 1
+            if len({write.key for write in writes}) != len(writes) or len(writes) > 100:
+                raise TableUnavailable("a transaction writes each item once, and at most 100")
+            failed = frozenset(
+                n for n, w in enumerate(writes) if w.when is not None and not w.when.holds(self.items.get(w.key) or {})
+            )
+            if failed:
+                raise Cancelled(failed)
+            for write in writes:
+                updated = {**self.items.get(write.key, {}), **write.values}
+                for name, amount in write.add.items():
+                    updated[name] = (updated.get(name) or 0) + amount  # type: ignore[operator]
+                self.items[write.key] = _present(updated)
+
+    def get_many(self, keys: Sequence[Key]) -> dict[Key, Item]:
+        with self._lock:
+            self.requests += 1
+            return {key: dict(self.items[key]) for key in keys if key in self.items}
 
     def delete(self, key: Key, when: Condition | None = None) -> bool:
         with self._lock:

@@ -39,6 +39,7 @@ from jobkit.records.keys import (
 from jobkit.records.table import Absent, AtMost, Below, ConditionFailed, Equals, Item, Key, Table
 
 if TYPE_CHECKING:
+    from jobkit.records.batches import Batches
     from jobkit.records.cancellations import Cancellations
     from jobkit.records.debounce_windows import DebounceWindows
     from jobkit.records.leases import Leases
@@ -305,6 +306,13 @@ class Records:
         from jobkit.records.cancellations import Cancellations
 
         return Cancellations(self.table)
+
+    @cached_property
+    def batches(self) -> Batches:
+        """Batches (:mod:`jobkit.records.batches`)."""
+        from jobkit.records.batches import Batches
+
+        return Batches(self.table)
 
     # -- removal ---------------------------------------------------------------------------
     def delete_job_records(self, job_type: str, job_id: str, *, dedup_hash: str | None = None) -> None:

@@ -1,10 +1,11 @@
-"""The storage port of the jobs table: five item primitives and the conditions
+"""The storage port of the jobs table: seven item primitives and the conditions
 they take. Every record kind (:mod:`jobkit.records.store`) is written with
 these alone, so a backend implements only this module's :class:`Table`: DynamoDB
 (:mod:`jobkit.records.dynamodb`) and memory (:mod:`jobkit.records.memory`).
 
-Each primitive is one request. An item is a flat mapping of attribute names to
-strings, numbers, booleans or ``None`` (absent); its key is ``(pk, sk)``.
+Each primitive is one request (a transaction, or a read of many items, is
+one). An item is a flat mapping of attribute names to strings, numbers,
+booleans or ``None`` (absent); its key is ``(pk, sk)``.
 
 Conditions follow DynamoDB's rules, which the memory backend applies too: a
 comparison with an attribute the item lacks is false, and a write to a key that
@@ -14,7 +15,7 @@ holds no item sees an item with no attributes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 Value = str | int | float | bool | None
@@ -113,6 +114,26 @@ class ConditionFailed(Exception):
         self.item = item
 
 
+class Cancelled(Exception):
+    """A transaction wrote nothing: the conditions of the writes at ``failed``
+    (their indexes) did not hold."""
+
+    def __init__(self, failed: frozenset[int]) -> None:
+        super().__init__(f"the conditions of writes {sorted(failed)} did not hold")
+        self.failed = failed
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write of a transaction: set ``values`` and add ``add`` to numbers of
+    the item at ``key`` (creating it), if ``when`` holds."""
+
+    key: Key
+    values: Item = field(default_factory=dict)
+    add: Mapping[str, int | float] = field(default_factory=dict)
+    when: Condition | None = None
+
+
 class Table(Protocol):
     """One table of items. Every primitive may raise
     :class:`~jobkit.records.TableUnavailable` when the store cannot be reached."""
@@ -145,6 +166,16 @@ class Table(Protocol):
         writers that do not know the current value do not race; ``defaults``
         sets attributes the item lacks and leaves the others as they are.
         Returns the item as the write left it if ``want_new`` (else ``None``)."""
+        ...
+
+    def transact(self, writes: Sequence[Write]) -> None:
+        """All of ``writes`` (at most 100, each to another item), or none of
+        them. Raises :class:`Cancelled` naming the writes whose condition did
+        not hold."""
+        ...
+
+    def get_many(self, keys: Sequence[Key]) -> dict[Key, Item]:
+        """The items at ``keys`` that exist (strongly consistent reads; at most 100 keys)."""
         ...
 
     def delete(self, key: Key, when: Condition | None = None) -> bool:

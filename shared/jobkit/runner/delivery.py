@@ -84,6 +84,9 @@ class Delivery:
             (:mod:`jobkit.runner.stages.recount`); every copy it sends keeps that.
         cancel_watch: what the job's ``self.cancelled()`` asks, for a
             ``cancellable`` type (:mod:`jobkit.runner.stages.cancel`).
+        send_back: why the message goes back though the job ended, set by the
+            end of the batch: its batch could not count its end
+            (:mod:`jobkit.runner.stages.batch`).
     """
 
     record: Mapping[str, Any]
@@ -96,6 +99,7 @@ class Delivery:
     status: StatusTracker = field(default=NO_STATUS)
     job: Job | None = None
     dedup_unavailable: bool = False
+    send_back: str | None = None
     seen_at: float | None = None
     pushed_at: float | None = None
     stamped_at: float | None = None

@@ -58,6 +58,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _as_learned(entry: Entry, result: RecordResult) -> RecordResult:
+    """A record's result with what a stage learned of it at the end of the batch:
+    a settle that found the store down, an end its batch could not count."""
+    delivery = entry.delivery
+    if delivery is not None and delivery.dedup_unavailable and not result.dedup_unavailable:
+        result = replace(result, dedup_unavailable=True)
+    if delivery is not None and delivery.send_back is not None:
+        result = replace(result, send_back=delivery.send_back)
+    return result
+
+
 class Runner:
     """Runs the jobs of SQS batches from one queue.
 
@@ -140,13 +151,7 @@ class Runner:
         results = [finished[i] for i in range(len(entries))]  # in the batch's own order
         for hook in self._hooks.end_batch:
             self._call(hook)
-        # what a stage learned at the end of the batch (a settle that found the store down)
-        return [
-            replace(result, dedup_unavailable=True)
-            if entry.delivery is not None and entry.delivery.dedup_unavailable and not result.dedup_unavailable
-            else result
-            for entry, result in zip(entries, results, strict=True)
-        ]
+        return [_as_learned(entry, result) for entry, result in zip(entries, results, strict=True)]
 
     # -- one record ------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ always; delivery claims, status, leases, rate buckets and debounce windows only
 when the type declares the option that writes them
 (:func:`jobkit.records.keys.kinds_used`). It reads, and never writes, its
 ``cancellable`` types' cancellations: only apps (the producer policy) and
-operators cancel.
+operators cancel. A runner of a ``batches`` type counts members and pushes
+callbacks in any batch (a batch spans types: its records are keyed by batch).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jobkit.core.resources import CANARY_TYPE
 from jobkit.declaration.config import Declaration, QueueConfig
 from jobkit.jobs.canary import canary_type
 from jobkit.records.keys import (
+    BATCH_RECORDS_PATTERN,
     Kind,
     cancel_records_pattern,
     kind_pattern,
@@ -37,6 +39,16 @@ RUNNER_TABLE_ACTIONS = [f"dynamodb:{action}" for action in ("GetItem", "PutItem"
 READ_ACTIONS, CANCEL_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"], ["dynamodb:PutItem", "dynamodb:UpdateItem"]
 #: What reading one job's cancellation, status or delivery claim takes: an item each, never a query.
 GET_ITEM = ["dynamodb:GetItem"]
+#: What keeping a batch takes: conditional updates (alone and in transactions) and reads of its items at once.
+BATCH_ACTIONS = ["dynamodb:UpdateItem", "dynamodb:BatchGetItem"]
+
+
+def batch_statements(declaration: Declaration, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Keeping batches, if a type (of ``names``, or any) declares ``batches``."""
+    types = declaration.types if names is None else names
+    if not any(declaration.types[n].batches for n in types):
+        return []
+    return [table_statement("KeepBatches", BATCH_ACTIONS, [BATCH_RECORDS_PATTERN])]
 
 
 def cancellable_types(declaration: Declaration, names: Iterable[str] | None = None) -> list[str]:
@@ -93,6 +105,7 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
                         "RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)
                     ),
                     *control_statements(declaration),
+                    *batch_statements(declaration),
                     *producer_statement(declaration),
                 ],
             },
@@ -140,6 +153,12 @@ def operator_policy(declaration: Declaration) -> dict[str, Any]:
                         if cancellable
                     ],
                     table_statement("CleanCanaryRecords", ["dynamodb:DeleteItem"], [f"{CANARY_TYPE}#*"]),
+                    *[
+                        table_statement(
+                            "ReadBatches", [*READ_ACTIONS, "dynamodb:BatchGetItem"], [BATCH_RECORDS_PATTERN]
+                        )
+                        for _ in batch_statements(declaration)
+                    ],
                     {
                         "Sid": "ReadRunners",
                         "Effect": "Allow",
@@ -199,6 +218,7 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
         )
     if pushed:
         table_statements.append(table_statement("RecordPushedRootJobs", ["dynamodb:UpdateItem"], pushed))
+    table_statements += batch_statements(declaration, queue.types)
     return {
         "Statement": [
             {

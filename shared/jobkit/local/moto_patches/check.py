@@ -41,6 +41,7 @@ NEEDED: tuple[tuple[str, str], ...] = (
     ("moto.sqs.exceptions", "SQSException"),
     ("moto.dynamodb.models", "DynamoDBBackend.put_item"),
     ("moto.dynamodb.models", "DynamoDBBackend.get_item"),
+    ("moto.dynamodb.models", "DynamoDBBackend.batch_get_item"),
     ("moto.dynamodb.models", "DynamoDBBackend.query"),
     ("moto.dynamodb.models", "DynamoDBBackend.scan"),
     ("moto.dynamodb.models", "DynamoDBBackend.update_item"),

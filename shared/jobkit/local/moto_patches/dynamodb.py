@@ -13,6 +13,7 @@ from typing import Any
 _ITEM_OPERATIONS = (
     "put_item",
     "get_item",
+    "batch_get_item",
     "query",
     "scan",
     "update_item",

@@ -146,6 +146,13 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     # Status before cancellation, which ends a tracked job's status as cancelled
     StageSpec("status", _M + "status:Status", ALWAYS, "a `track_status` job's status record, from its outcome"),
+    # A batch counts its members' ends late: after every stage that can end a record.
+    StageSpec(
+        "batch",
+        _M + "batch:BatchSettle",
+        table_and_option("batches"),
+        "counts a batch member's end once, and pushes the batch's callbacks when every member has ended",
+    ),
     # Cancellation before the delay hop: a delayed job is dropped at its next hop.
     StageSpec(
         "cancel",

@@ -1,0 +1,294 @@
+"""Batches on the local stack's queues, table and runners: members counted in
+at push and out as they end, the jobs members push joining their batch, the
+callbacks pushed once, and the errors at push."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from jobkit import JobSpecification
+from jobkit.cli.__main__ import main
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import BatchError
+from jobkit.core.outcome import Outcome
+from jobkit.declaration.config import load_declaration
+from jobkit.local import LocalStack
+from jobkit.ops.config import CliConfig
+
+import testjobs
+from conftest import START
+from testjobs import BROKEN, CALLBACKS, SCRIPTED
+
+DECLARATION = """
+[jobkit]
+prefix = "batches"
+
+[defaults]
+timeout_s = 60
+backoff = { base_s = 2, factor = 2.0, cap_s = 30, jitter = 0.5 }
+
+[types.page]
+class = "testjobs:ScriptedJob"
+batches = true
+max_attempts = 2
+
+[types.once]
+class = "testjobs:ScriptedJob"
+queue = "page"
+batches = true
+deliver_once = true
+
+[types.loose]
+class = "testjobs:ScriptedJob"
+queue = "page"
+
+[types.reached]
+class = "testjobs:CallbackJob"
+batch_callback = true
+
+[types.other]
+class = "testjobs:CallbackJob"
+queue = "reached"
+"""
+
+
+@pytest.fixture
+def jobs_toml(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.toml"
+    path.write_text(DECLARATION)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    for kept in (SCRIPTED, CALLBACKS, BROKEN):
+        kept.clear()
+    yield
+    for kept in (SCRIPTED, CALLBACKS, BROKEN):
+        kept.clear()
+
+
+@pytest.fixture
+def local(jobs_toml: Path) -> Iterator[LocalStack]:
+    clock = VirtualClock(START)
+    testjobs.use_clock(clock)
+    with LocalStack(load_declaration(jobs_toml), clock=clock, seed=3) as stack:
+        yield stack
+
+
+def page(n: int, **script: Any) -> JobSpecification:
+    return JobSpecification("page", {"n": n, "script": script})
+
+
+def summaries(callback: str) -> list[dict[str, Any]]:
+    return [params["batch"] for _, _, params in CALLBACKS if params["batch"]["callback"] == callback]
+
+
+def jobkit(local: LocalStack, jobs_toml: Path, *args: str) -> Any:
+    return CliRunner().invoke(main, list(args), obj=CliConfig(config_path=jobs_toml, clock=local.clock))
+
+
+def test_a_batch_with_a_failure_completes_once_and_succeeds_once_its_failure_is_redriven_and_fixed(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    group = local.queue_group("wiki")
+    BROKEN.add("bad")
+    done, ok = JobSpecification("reached", {"edit": 5}), JobSpecification("reached", {"edit": 5, "ok": True})
+    with group.batch(on_complete=done, on_success=ok, description="edit 5") as batch:
+        batch.push([page(n) for n in range(99)] + [page(99, broken="bad")])
+    local.drain()
+    # on_complete once, with the counts; no on_success: a member was dead-lettered
+    assert summaries("on_complete") == [
+        {
+            "id": batch.id,
+            "callback": "on_complete",
+            "description": "edit 5",
+            "total": 100,
+            "pending": 0,
+            "succeeded": 99,
+            "skipped": 0,
+            "dead_lettered": 1,
+            "cancelled": 0,
+        }
+    ]
+    assert CALLBACKS[0][2]["edit"] == 5 and summaries("on_success") == []
+    status = group.batch_status(batch.id)
+    assert status is not None and status.complete and set(status.fired) == {"on_complete"}
+    # The operator fixes the cause and redrives: the member succeeds, and on_success is pushed once
+    BROKEN.clear()
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "page").exit_code == 0
+    local.drain()
+    assert [s["succeeded"] for s in summaries("on_success")] == [100]
+    assert len(summaries("on_complete")) == 1
+    status = group.batch_status(batch.id)
+    assert status is not None and status.counts.failures == 0 and set(status.fired) == {"on_complete", "on_success"}
+
+
+def test_the_jobs_a_member_pushes_join_its_batch_and_it_ends_after_the_last(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
+        batch.push(
+            [JobSpecification("page", {"script": {"children": {"type": "page", "count": 3}}, "childScript": {}})]
+        )
+    local.drain()
+    assert len(SCRIPTED) == 4
+    assert [(s["total"], s["succeeded"]) for s in summaries("on_complete")] == [(4, 4)]
+
+
+def test_a_member_counts_once_however_often_it_is_pushed_delivered_or_retried(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    batch = group.batch(on_complete=JobSpecification("reached", {}))
+    first = page(0, fail=1)
+    batch.push([first, JobSpecification("once", {"script": {}}, id="o")])
+    batch.push(JobSpecification("once", {"script": {}}, id="o"))  # the same job again, in the same SQS batch
+    local.drain()
+    # and each again once they ended: a deliver_once copy is acknowledged, a plain one runs again
+    batch.push([JobSpecification("once", {"script": {}}, id="o"), first])
+    local.drain()
+    batch.seal()
+    local.drain()
+    assert [(s["total"], s["succeeded"], s["pending"]) for s in summaries("on_complete")] == [(2, 2, 0)]
+    assert len(CALLBACKS) == 1
+
+
+def test_a_batch_whose_members_ended_before_the_seal_is_ended_by_the_seal(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    batch = group.batch(on_complete=JobSpecification("reached", {}), on_success=JobSpecification("reached", {}))
+    batch.push([page(0), page(1)])
+    local.drain()
+    assert CALLBACKS == []  # not sealed: more may come
+    record = batch.seal()
+    assert set(record.fired) == {"on_complete", "on_success"}
+    batch.seal()  # again: nothing more
+    local.drain()
+    assert sorted(s["callback"] for s in summaries("on_complete") + summaries("on_success")) == [
+        "on_complete",
+        "on_success",
+    ]
+
+
+def test_an_empty_batch_ends_when_sealed(local: LocalStack) -> None:
+    with local.queue_group("wiki").batch(on_complete=JobSpecification("reached", {})):
+        pass
+    local.drain()
+    assert [(s["total"], s["pending"]) for s in summaries("on_complete")] == [(0, 0)]
+
+
+def test_a_batch_pushed_to_from_two_requests_is_one_batch(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    first = group.batch(on_complete=JobSpecification("reached", {}), id="edit-7")
+    first.push(page(0))
+    again = group.batch(on_complete=JobSpecification("reached", {}), id="edit-7")
+    again.push(page(1))
+    again.seal()
+    local.drain()
+    assert [s["total"] for s in summaries("on_complete")] == [2]
+
+
+def test_what_a_batch_cannot_take_is_refused_at_push_and_sends_nothing(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    with pytest.raises(BatchError, match=r"declare batch_callback = true in \[types.other\]"):
+        group.batch(on_complete=JobSpecification("other", {}))
+    batch = group.batch(on_complete=JobSpecification("reached", {}), id="b1")
+    with pytest.raises(BatchError, match=r"declare batches = true in \[types.loose\]"):
+        batch.push([page(0), JobSpecification("loose", {"script": {}})])
+    with pytest.raises(BatchError, match="opened with other callbacks"):
+        group.batch(on_complete=JobSpecification("reached", {"other": 1}), id="b1")
+    with pytest.raises(BatchError, match="of batch 'x'"):
+        batch.push(page(0).replace(batch="x"))
+    with pytest.raises(BatchError, match="summary"):
+        group.batch(on_complete=JobSpecification("reached", {"batch": 1}))
+    with pytest.raises(BatchError, match="must match"):
+        group.batch(id="no spaces")
+    batch.seal()
+    with pytest.raises(BatchError, match="sealed"):
+        batch.push(page(1))
+    with pytest.raises(BatchError, match="sealed"):
+        group.batch(on_complete=JobSpecification("reached", {}), id="b1")
+    assert local.drain() == 1  # only the empty batch's callback ran: no member was sent
+    assert [s["total"] for s in summaries("on_complete")] == [0]
+
+
+def test_a_member_body_is_wire_version_2_and_a_plain_job_stays_version_1(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    group.batch(id="b2").push(page(0))
+    group.push(page(1))
+    received = local.sqs.receive_message(QueueUrl=local.queue_url("page"), MaxNumberOfMessages=10)
+    bodies = [json.loads(m["Body"]) for m in received["Messages"]]
+    assert sorted((b["v"], b.get("batch")) for b in bodies) == [(1, None), (2, {"id": "b2"})]
+
+
+def test_outcomes_other_than_success_end_members_too(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
+        batch.push([JobSpecification("once", {"script": {}}, id="same"), page(1, permanent=True)])
+    local.drain()
+    assert [(s["succeeded"], s["dead_lettered"]) for s in summaries("on_complete")] == [(1, 1)]
+    assert {r.outcome for r in local.results.results} >= {Outcome.SUCCEEDED, Outcome.DEAD_LETTERED}
+
+
+def _requests(local: LocalStack) -> list[tuple[str, str]]:
+    """(IAM action, partition key) of every DynamoDB request the stack's client makes from now on."""
+    seen: list[tuple[str, str]] = []
+
+    def remember(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "TransactWriteItems":
+            seen.extend(("UpdateItem", item["Update"]["Key"]["pk"]["S"]) for item in params["TransactItems"])
+        elif model.name == "BatchGetItem":
+            seen.extend(("BatchGetItem", k["pk"]["S"]) for t in params["RequestItems"].values() for k in t["Keys"])
+        else:
+            item = params.get("Key") or params.get("Item") or {}
+            value = item.get("pk") or params.get("ExpressionAttributeValues", {}).get(":pk")
+            seen.append((model.name, value["S"]))
+
+    local.dynamodb.meta.events.register("provide-client-params.dynamodb.*", remember)
+    return seen
+
+
+def _allowed(statements: list[dict[str, Any]], action: str, pk: str) -> bool:
+    from conftest import string_like
+
+    return any(
+        f"dynamodb:{action}" in s["Action"]
+        and any(string_like(p, pk) for p in s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+        for s in statements
+        if "Condition" in s
+    )
+
+
+def test_each_role_may_make_the_batch_requests_it_makes_and_a_member_costs_two_writes_to_end(
+    local: LocalStack,
+) -> None:
+    from jobkit.local.cloudformation import translate
+    from jobkit.template import build, logical_id
+
+    template = translate(build(local.declaration), parameters={"Prefix": "batches"})
+    resources = template["Resources"]
+    runner = [
+        s
+        for p in resources[f"{logical_id('page')}RunnerRole"]["Properties"]["Policies"]
+        for s in p["PolicyDocument"]["Statement"]
+    ]
+    producer = resources["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    seen = _requests(local)
+    group = local.queue_group("wiki")
+    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
+        batch.push([page(n) for n in range(20)])
+    pushed, seen[:] = list(seen), []
+    local.drain()
+    assert pushed and seen and all(_allowed(producer, *request) for request in pushed), pushed
+    assert all(_allowed(runner, *request) for request in seen), [r for r in seen if not _allowed(runner, *r)]
+    # Ending 20 members (two SQS batches of 10): one transaction each, a member's item and its shard's counts
+    writes = [pk for action, pk in seen if action == "UpdateItem" and "#" in pk[len("_batch#") :]]
+    assert len(writes) <= 2 * 20
+    # and a job outside batches touches no batch record
+    seen.clear()
+    group.push(page(99))
+    local.drain()
+    assert not [pk for _, pk in seen if pk.startswith("_batch#")]
