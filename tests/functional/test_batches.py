@@ -23,7 +23,7 @@ from jobkit.ops.config import CliConfig
 
 import testjobs
 from conftest import START
-from testjobs import BROKEN, CALLBACKS, SCRIPTED
+from testjobs import BROKEN, CALLBACKS, LEAVES_RAN, SCRIPTED
 
 DECLARATION = """
 [jobkit]
@@ -48,6 +48,10 @@ deliver_once = true
 class = "testjobs:ScriptedJob"
 queue = "page"
 
+[types.partition]
+class = "testjobs:PartitionJob"
+batches = true
+
 [types.reached]
 class = "testjobs:CallbackJob"
 batch_callback = true
@@ -67,10 +71,10 @@ def jobs_toml(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    for kept in (SCRIPTED, CALLBACKS, BROKEN):
+    for kept in (SCRIPTED, CALLBACKS, BROKEN, LEAVES_RAN):
         kept.clear()
     yield
-    for kept in (SCRIPTED, CALLBACKS, BROKEN):
+    for kept in (SCRIPTED, CALLBACKS, BROKEN, LEAVES_RAN):
         kept.clear()
 
 
@@ -80,6 +84,10 @@ def local(jobs_toml: Path) -> Iterator[LocalStack]:
     testjobs.use_clock(clock)
     with LocalStack(load_declaration(jobs_toml), clock=clock, seed=3) as stack:
         yield stack
+
+
+#: The leaves of the recursive fan-out (the env knob makes a profile quicker).
+LEAVES = int(__import__("os").environ.get("BATCH_LEAVES", "10000"))
 
 
 def page(n: int, **script: Any) -> JobSpecification:
@@ -139,6 +147,23 @@ def test_the_jobs_a_member_pushes_join_its_batch_and_it_ends_after_the_last(loca
     local.drain()
     assert len(SCRIPTED) == 4
     assert [(s["total"], s["succeeded"]) for s in summaries("on_complete")] == [(4, 4)]
+
+
+def test_a_recursive_fan_out_of_10_000_leaves_is_one_batch_that_ends_once_after_its_last_leaf(
+    local: LocalStack,
+) -> None:
+    group = local.queue_group("wiki")
+    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
+        batch.push(JobSpecification("partition", {"start": 0, "end": LEAVES, "step": 40}))
+    local.drain()
+    assert sorted(page for page, _ in LEAVES_RAN) == list(range(LEAVES))
+    # 10,000 leaves and 250 partition steps (the first pushed by the app, each next by the one before)
+    steps = LEAVES // 40
+    assert [(s["total"], s["succeeded"], s["pending"]) for s in summaries("on_complete")] == [
+        (LEAVES + steps,) * 2 + (0,)
+    ]
+    order = [r.job_type for r in local.results.results if r.outcome.is_final]
+    assert order.index("reached") > max(i for i, t in enumerate(order) if t == "partition")
 
 
 def test_a_member_counts_once_however_often_it_is_pushed_delivered_or_retried(local: LocalStack) -> None:
@@ -292,3 +317,72 @@ def test_each_role_may_make_the_batch_requests_it_makes_and_a_member_costs_two_w
     group.push(page(99))
     local.drain()
     assert not [pk for _, pk in seen if pk.startswith("_batch#")]
+
+
+def test_jobkit_batch_shows_the_counts_the_callbacks_and_what_it_waits_for(local: LocalStack, jobs_toml: Path) -> None:
+    group = local.queue_group("wiki")
+    batch = group.batch(on_complete=JobSpecification("reached", {}), description="edit 9", id="edit-9")
+    batch.push([page(0), JobSpecification("page", {"script": {}}, id="p1")])
+    batch.seal()
+    result = jobkit(local, jobs_toml, "batch", "edit-9", "--domain", "wiki")
+    assert result.exit_code == 0, result.output
+    assert "batch edit-9 in domain 'wiki': edit 9" in result.output
+    assert "waiting for 2 member(s)" in result.output and "page p1" in result.output
+    assert "on_complete (reached): not yet" in result.output
+    local.drain()
+    report = json.loads(jobkit(local, jobs_toml, "batch", "edit-9", "--domain", "wiki", "--json").stdout)
+    assert report["ended"] is True and report["counts"]["succeeded"] == 2 and report["pending_members"] == []
+    assert report["callbacks"]["on_complete"]["pushed_at"] is not None
+    # A batch of another domain is not this one: the error says where to look
+    missing = jobkit(local, jobs_toml, "batch", "edit-9")
+    assert missing.exit_code != 0 and "--domain" in missing.output
+
+
+def test_with_the_table_down_while_members_end_their_ends_are_counted_later_and_the_batch_ends_once(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    from faults import FailCalls
+
+    group = local.queue_group("wiki")
+    batch = group.batch(on_complete=JobSpecification("reached", {}), id="outage")
+    batch.push([JobSpecification("once", {"script": {}}, id="o"), page(1), page(2, permanent=True)])
+    batch.seal()
+    # every count of the first SQS batch fails, all three tries
+    outage = FailCalls(local.dynamodb, "dynamodb.TransactWriteItems", code="InternalServerError", status=500, times=3)
+    local.drain()
+    outage.remove()
+    assert outage.failed_calls == 3
+    ran = [(run.job_type, run.job_id) for run in SCRIPTED]
+    # The deliver_once member came back and was acknowledged without running again; the plain one ran again
+    assert ran.count(("once", "o")) == 1 and len([r for r in ran if r[0] == "page"]) >= 3
+    # The dead-lettered member's end was not counted: the batch waits for it, and says so
+    status = group.batch_status("outage")
+    assert status is not None and not status.complete and status.counts.pending == 1 and CALLBACKS == []
+    report = jobkit(local, jobs_toml, "batch", "outage", "--domain", "wiki")
+    assert "waiting for 1 member(s)" in report.output
+    # Redriven, it ends again (dead-lettered again): counted now, and the batch ends, once
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "page").exit_code == 0
+    local.drain()
+    assert [(s["total"], s["succeeded"], s["dead_lettered"]) for s in summaries("on_complete")] == [(3, 2, 1)]
+
+
+def test_a_callback_that_cannot_be_pushed_is_pushed_by_the_redelivery_once(local: LocalStack) -> None:
+    from faults import FailCalls
+
+    group = local.queue_group("wiki")
+    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
+        batch.push(JobSpecification("once", {"script": {}}, id="last"))
+    reached_queue = local.queue_url("reached")
+    down = FailCalls(
+        local.sqs,
+        "sqs.SendMessageBatch",
+        code="InternalError",
+        status=500,
+        match=lambda p: p["QueueUrl"] == reached_queue,
+    )
+    local.drain(until=local.clock.now() + 1)
+    assert down.failed_calls > 0 and CALLBACKS == []
+    down.remove()
+    local.drain()
+    assert len(summaries("on_complete")) == 1
+    assert [run.job_id for run in SCRIPTED] == ["last"]  # deliver_once: its redelivery did not run it again

@@ -76,7 +76,7 @@ CORPUS: dict[str, tuple[str, str, str]] = {
     "no type": (without("type"), "SpecError", "missing required field(s): type"),
     "no params": (without("params"), "SpecError", "missing required field(s): params"),
     "no enqueuedAt": (without("enqueuedAt"), "SpecError", "missing required field(s): enqueuedAt"),
-    "newer major version": (text(v=2, traceId="t"), "SpecError", "is newer than this runner reads (v1)"),
+    "newer major version": (text(v=3, traceId="t"), "SpecError", "is newer than this runner reads (v2)"),
     "field name not an identifier": (text(**{"os:system": "x"}), "SpecError", "not identifiers: 'os:system'"),
     "id as number": (text(id=7), "SpecError", "field 'id'"),
     "id with a slash": (text(id="../x"), "SpecError", "field 'id'"),

@@ -120,7 +120,7 @@ def test_root_and_leaf() -> None:
 # -- wire format -------------------------------------------------------------------
 
 specs = st.builds(
-    lambda type_, params, domain, dedup, ignore, release, enqueued: JobSpecification(
+    lambda type_, params, domain, dedup, ignore, release, enqueued, batch: JobSpecification(
         type_,
         params,
         domain=domain,
@@ -128,6 +128,7 @@ specs = st.builds(
         remove_duplicates_ignore_params=ignore,
         release_at=release,
         enqueued_at=enqueued,
+        batch=batch,
     ),
     st.from_regex(r"[a-z][A-Za-z0-9]{0,20}", fullmatch=True),
     params_strategy,
@@ -136,6 +137,7 @@ specs = st.builds(
     st.lists(st.text(min_size=1, max_size=8), max_size=3),
     st.none() | st.floats(min_value=0, max_value=4e9),
     st.floats(min_value=0, max_value=4e9),
+    st.none() | st.from_regex(r"[A-Za-z0-9_-]{1,80}", fullmatch=True),
 )
 
 
@@ -170,7 +172,12 @@ def test_stamping_makes_delay_absolute_and_keeps_the_first_enqueue_time() -> Non
 BAD_BODIES = {
     "not json": "{nope",
     "not an object": "[1, 2]",
-    "wrong version": '{"v": 2, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1}',
+    "wrong version": '{"v": 3, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1}',
+    "v2 without a batch": '{"v": 2, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1}',
+    "a batch in v1": '{"v": 1, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1, "batch": {"id": "b"}}',
+    "a batch without an id": '{"v": 2, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1, "batch": {}}',
+    "a batch id with a #": '{"v": 2, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1, "batch": {"id": "b#1"}}',
+    "a batch that is text": '{"v": 2, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1, "batch": "b"}',
     "boolean version": '{"v": true, "id": "a", "type": "t", "params": {}, "enqueuedAt": 1}',
     "missing params": '{"v": 1, "id": "a", "type": "t", "enqueuedAt": 1}',
     "missing id": '{"v": 1, "type": "t", "params": {}, "enqueuedAt": 1}',

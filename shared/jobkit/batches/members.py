@@ -52,12 +52,19 @@ class Enrolment:
 
 
 def enrol(
-    declaration: Declaration, records: Records | None, specs: Sequence[JobSpecification], now: float
+    declaration: Declaration,
+    records: Records | None,
+    specs: Sequence[JobSpecification],
+    now: float,
+    *,
+    pusher: JobSpecification | None = None,
 ) -> Enrolment:
     """Count in the batch members among ``specs`` (each with its domain set).
+    ``pusher``: the job that pushes them, whose own batch is open (and may be sealed).
 
     Raises:
-        BatchError: a member of a type that does not declare ``batches``.
+        BatchError: a member of a type that does not declare ``batches``; of a
+            batch never opened, or sealed (but the pusher's own).
         JobKitError: no jobs table to count them in.
         TableUnavailable: nothing was sent; some members may have been counted
             in, and are withdrawn when possible.
@@ -79,6 +86,10 @@ def enrol(
     # Only the members this push counted in are its to withdraw: one counted in
     # before (a retried parent's child, pushed again) may be on its way already.
     enrolment = Enrolment(records)
+    own = BatchRef(pusher.batch, pusher.domain) if pusher is not None and pusher.batch is not None else None
+    for ref in by_batch:
+        if ref != own and records.batches.sealed_at(ref) is not None:
+            raise BatchError(f"batch {ref.batch_id!r} is sealed: it takes no more pushes but its members' own")
     try:
         for ref, batch_members in by_batch.items():
             for member in records.batches.add(ref, batch_members, now, int(now) + BATCH_RECORD_TTL_S):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import click
 
+from jobkit.cli.batch import batch
 from jobkit.cli.cancel import cancel
 from jobkit.cli.dlq import dlq
 from jobkit.cli.jobs import job, push
@@ -36,7 +37,7 @@ from jobkit.cli.schedules import schedules
 from jobkit.cli.ui import ui
 from jobkit.cli.verify import verify
 
-OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, cancel, schedules, ui, verify)
+OPS_COMMANDS: tuple[click.Command, ...] = (queues, top, dlq, push, job, cancel, batch, schedules, ui, verify)
 
 
 def register_ops_commands(group: click.Group) -> None:

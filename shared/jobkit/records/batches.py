@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobkit.core.errors import BatchError
+from jobkit.records import TableUnavailable
 from jobkit.records.items import number, optional_text
 from jobkit.records.keys import BATCH_PREFIX, domain_key
 from jobkit.records.table import Absent, Below, Cancelled, ConditionFailed, Equals, Item, Key, Table, Write
@@ -201,11 +202,12 @@ class Batches:
         writes = {m: Write(_member_key(ref, m), {"state": WITHDRAWN}, when=Equals("state", PENDING)) for m in members}
         return self._counted(ref, writes, {m: {"added": -1} for m in writes}, None)
 
-    def settle(self, ref: BatchRef, ends: Mapping[Member, str], at: float, expires_at: int) -> int:
+    def settle(self, ref: BatchRef, ends: Mapping[Member, str], at: float, expires_at: int) -> list[Member]:
         """Count each member's end (one of :data:`ENDS`): a pending member's first,
         or a failed one's new end after a redrive; any other end of a member that
-        ended already counts nothing. Returns how many ends counted."""
-        counted = 0
+        ended already counts nothing. Returns the members the batch never counted
+        in (a member's body sent to SQS by other means than a push)."""
+        unknown: list[Member] = []
         for chunk in _chunks(list(ends), _MEMBERS_PER_TRANSACTION):
             states = {m: PENDING for m in chunk}
             for _ in range(3):  # a member's state changed between the read and the write: read again
@@ -216,18 +218,30 @@ class Batches:
                 }
                 adds = {m: {new: 1, **({} if old == PENDING else {old: -1})} for m, (old, new) in moves.items()}
                 try:
-                    counted += len(self._counted(ref, writes, adds, expires_at, strict=True))
+                    self._counted(ref, writes, adds, expires_at, strict=True)
                     break
                 except _Stale as stale:
                     found = self._table.get_many([_member_key(ref, m) for m in stale.members])
                     for m in stale.members:
                         item = found.get(_member_key(ref, m))
                         states[m] = str(item.get("state")) if item is not None else ""
-        return counted
+            else:
+                raise TableUnavailable(f"batch {ref.batch_id!r}: its members' states kept changing under the count")
+            unknown += [m for m in chunk if states[m] in ("", WITHDRAWN)]
+        return unknown
 
     def seal(self, ref: BatchRef, at: float) -> None:
         """No more pushes from outside the batch: it completes once its members have ended."""
         self._table.update(_batch_key(ref), {}, defaults={"sealed_at": at}, want_old=False)
+
+    def sealed_at(self, ref: BatchRef) -> float | None:
+        """When the batch was sealed, if it was. Raises :class:`BatchError` if it was never opened (one read)."""
+        item = self._table.get(_batch_key(ref))
+        if item is None or number(item, "opened_at") is None:
+            raise BatchError(
+                f"batch {ref.batch_id!r} (domain {ref.domain!r}) was never opened: open it with group.batch()"
+            )
+        return number(item, "sealed_at")
 
     def read(self, ref: BatchRef) -> BatchRecord | None:
         """The batch and its counts (one request), or None if it was never opened."""

@@ -40,7 +40,7 @@ READ_ACTIONS, CANCEL_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"], ["dynamod
 #: What reading one job's cancellation, status or delivery claim takes: an item each, never a query.
 GET_ITEM = ["dynamodb:GetItem"]
 #: What keeping a batch takes: conditional updates (alone and in transactions) and reads of its items at once.
-BATCH_ACTIONS = ["dynamodb:UpdateItem", "dynamodb:BatchGetItem"]
+BATCH_ACTIONS = ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"]
 
 
 def batch_statements(declaration: Declaration, names: Iterable[str] | None = None) -> list[dict[str, Any]]:

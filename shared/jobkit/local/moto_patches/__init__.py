@@ -56,6 +56,10 @@ Everything here reaches into moto's internals, so it is kept in one place:
   job ran twice). On AWS a conditional write is atomic.
   :func:`serial_dynamodb` runs moto's item operations one at a time, so a
   concurrency test means on moto what it means on AWS.
+- moto's DynamoDB rolls a transaction back from copies of every table it
+  touches, made before every transaction, once per item: a transaction costs
+  the whole table. :func:`item_rollback_transactions` copies the items it
+  names instead, and puts them back if moto cancels it.
 - moto's SQS publishes no CloudWatch metrics. :func:`counting_sends` counts
   the messages each queue accepts (what ``NumberOfMessagesSent`` counts), and
   :func:`oldest_message_age` reads what ``ApproximateAgeOfOldestMessage``
@@ -101,6 +105,7 @@ from jobkit.local.moto_patches.cloudwatch import cloudwatch_percentiles, drop_me
 from jobkit.local.moto_patches.dynamodb import serial_dynamodb
 from jobkit.local.moto_patches.dynamodb_query import partition_queries
 from jobkit.local.moto_patches.dynamodb_rules import dynamodb_rules
+from jobkit.local.moto_patches.dynamodb_transactions import item_rollback_transactions
 from jobkit.local.moto_patches.lambda_model import lambda_control_plane
 from jobkit.local.moto_patches.memo import memoised_moto
 from jobkit.local.moto_patches.sqs import SentCounts, aws_visibility_limit, counting_sends, oldest_message_age
@@ -120,6 +125,7 @@ __all__ = [
     "faster_receives",
     "has_receivable",
     "indexed_queues",
+    "item_rollback_transactions",
     "lambda_control_plane",
     "memoised_moto",
     "moto_on_clock",
@@ -151,6 +157,7 @@ def patched_moto(*, clock: VirtualClock | None = None, sent: SentCounts | None =
         patches.enter_context(indexed_queues())
         patches.enter_context(memoised_moto())
         patches.enter_context(faster_receives())
+        patches.enter_context(item_rollback_transactions())  # before serial_dynamodb, which wraps it
         patches.enter_context(serial_dynamodb())
         patches.enter_context(aws_visibility_limit())
         patches.enter_context(cloudwatch_percentiles())

@@ -99,7 +99,15 @@ class BatchSettle(Stage):
         for wait in (*_WAITS_S, None):
             now = self._clock.now()
             try:
-                self._records.batches.settle(ref, ends, now, int(now) + BATCH_RECORD_TTL_S)
+                unknown = self._records.batches.settle(ref, ends, now, int(now) + BATCH_RECORD_TTL_S)
+                if unknown:
+                    log.warning(
+                        "batch %s never counted in %s: sent as members without a push, they end without being"
+                        " counted (push members with jobkit, or through the push endpoint)",
+                        ref.batch_id,
+                        ", ".join(f"{m.job_type} {m.job_id}" for m in unknown[:5]),
+                        extra={"batch": ref.batch_id, "domain": ref.domain},
+                    )
                 self._keeper(ref).push_due(ref)
                 return None
             except JobKitError as exc:

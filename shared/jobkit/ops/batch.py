@@ -1,0 +1,94 @@
+"""``jobkit batch``: one batch, as its records tell it: its counts, whether it
+is sealed and ended, the callbacks pushed, and the members it still waits for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from jobkit.core.errors import JobKitError
+from jobkit.records.batches import CALLBACKS, ENDS, PENDING, BatchRecord, BatchRef, Member
+from jobkit.records.cancellations import when
+from jobkit.records.store import Records
+
+#: How many pending members a report lists.
+SHOWN_PENDING = 20
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    record: BatchRecord
+    pending: list[Member]
+
+    def to_json(self) -> dict[str, Any]:
+        record = self.record
+        return {
+            "id": record.ref.batch_id,
+            "domain": record.ref.domain,
+            "description": record.description,
+            "opened_at": record.opened_at,
+            "sealed_at": record.sealed_at,
+            "ended": record.complete,
+            "counts": record.counts.summary(),
+            "callbacks": {
+                name: {"type": callback.job_type, "pushed_at": record.fired.get(name)}
+                for name in CALLBACKS
+                if (callback := getattr(record, name)) is not None
+            },
+            "pending_members": [{"type": m.job_type, "id": m.job_id} for m in self.pending],
+        }
+
+    def text(self) -> str:
+        record, counts = self.record, self.record.counts
+        where = f" in domain {record.ref.domain!r}" if record.ref.domain is not None else " without a domain"
+        title = f"batch {record.ref.batch_id}{where}" + (f": {record.description}" if record.description else "")
+        state = (
+            "ended"
+            if record.complete
+            else "open (not sealed: more may be pushed)"
+            if record.sealed_at is None
+            else f"sealed at {when(record.sealed_at)}, waiting for {counts.pending} member(s)"
+        )
+        lines = [
+            title,
+            f"  {state}",
+            f"  {counts.added} member(s): "
+            + ", ".join(f"{counts.ends.get(end, 0)} {end.replace('_', '-')}" for end in ENDS)
+            + f", {counts.pending} pending",
+        ]
+        for name in CALLBACKS:
+            callback = getattr(record, name)
+            if callback is not None:
+                fired = record.fired.get(name)
+                lines.append(
+                    f"  {name} ({callback.job_type}): "
+                    + (f"pushed at {when(fired)}" if fired is not None else _why_not(record, name))
+                )
+        if self.pending:
+            more = counts.pending - len(self.pending)
+            lines.append("  waiting for: " + ", ".join(f"{m.job_type} {m.job_id}" for m in self.pending))
+            if more > 0:
+                lines.append(f"  and {more} more (its dead letters: jobkit dlq list QUEUE)")
+        return "\n".join(lines)
+
+
+def _why_not(record: BatchRecord, name: str) -> str:
+    if not record.complete:
+        return "not yet: the batch has not ended"
+    if name == "on_success" and record.counts.failures:
+        return f"not pushed: {record.counts.failures} member(s) dead-lettered or cancelled (redrive them)"
+    return "due, not pushed yet: seal the batch again to push it"
+
+
+def batch_report(records: Records, batch_id: str, domain: str | None) -> BatchReport:
+    """The batch's report. Raises :class:`JobKitError` if no batch of that ID was opened in that domain."""
+    ref = BatchRef(batch_id, domain)
+    record = records.batches.read(ref)
+    if record is None:
+        where = f"domain {domain!r}" if domain is not None else "no domain"
+        raise JobKitError(f"no batch {batch_id!r} in {where}: was it opened in another domain (--domain)?")
+    pending = (
+        [m for m, _ in islice(records.batches.members(ref, PENDING), SHOWN_PENDING)] if record.counts.pending else []
+    )
+    return BatchReport(record, pending)
