@@ -101,6 +101,8 @@ class ApiCalls:
         self.calls: Counter[str] = Counter()
         #: The same, by the name of the thread that made each call.
         self.by_thread: Counter[tuple[str, str]] = Counter()
+        #: DynamoDB items written (a transaction writes each of its items; DynamoDB bills each).
+        self.dynamodb_writes = 0
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[ApiCalls]:
@@ -112,6 +114,7 @@ class ApiCalls:
         def counted(client: Any, operation_name: str, api_params: Any) -> Any:
             name = f"{client.meta.service_model.service_name}.{operation_name}"
             calls[name] += 1
+            self.dynamodb_writes += _items_written(name, api_params)
             by_thread[(threading.current_thread().name, name)] += 1
             return original(client, operation_name, api_params)
 
@@ -127,3 +130,15 @@ class ApiCalls:
     def reset(self) -> None:
         self.calls.clear()
         self.by_thread.clear()
+        self.dynamodb_writes = 0
+
+
+def _items_written(name: str, params: Any) -> int:
+    """The DynamoDB items a call writes: one per put, update or delete, each item of a transaction or batch write."""
+    if name in ("dynamodb.PutItem", "dynamodb.UpdateItem", "dynamodb.DeleteItem"):
+        return 1
+    if name == "dynamodb.TransactWriteItems":
+        return sum(1 for item in params.get("TransactItems", ()) if "ConditionCheck" not in item)
+    if name == "dynamodb.BatchWriteItem":
+        return sum(len(requests) for requests in params.get("RequestItems", {}).values())
+    return 0

@@ -3,8 +3,10 @@ Idempotency (DynamoDB persistence), on a no-op job, with moto in its own process
 
 Per job: DynamoDB requests (counted on every botocore client in the process) and
 the runner's CPU time, for a plain job, a remove_duplicates job (when it runs,
-and when it is a duplicate), a leaf of a root job, and a job of a cancellable
-type when nothing is cancelled. Events are built as the
+and when it is a duplicate), a leaf of a root job, a job of a cancellable
+type when nothing is cancelled, and a batch's member (pushed, then ending; the
+batch is not sealed, so no callback is pushed: the cost of every member but
+the last). Events are built as the
 event source mapping delivers them; on success the runner needs no SQS call.
 """
 
@@ -26,6 +28,8 @@ def _declaration() -> Any:
         "dedup": {"class": "bench_jobs:NoopJob", "remove_duplicates": True},
         "leaf": {"class": "bench_jobs:NoopJob"},
         "cancellable": {"class": "bench_jobs:NoopJob", "cancellable": True},
+        "member": {"class": "bench_jobs:NoopJob", "batches": True},
+        "done": {"class": "bench_jobs:NoopJob", "batch_callback": True},
     }
     return parse_declaration({"jobkit": {"prefix": "bench"}, "types": types}, source="bench")
 
@@ -47,7 +51,11 @@ def _measure(handler: Any, events: list[dict[str, Any]], jobs: int, calls: ApiCa
         response = handler(event, FakeLambdaContext(timeout_s=60))
         assert not response["batchItemFailures"], response
     cpu = time.process_time() - cpu
-    return {"dynamodb_requests_per_job": calls.total("dynamodb.") / jobs, "cpu_us_per_job": cpu / jobs * 1e6}
+    return {
+        "dynamodb_requests_per_job": calls.total("dynamodb.") / jobs,
+        "dynamodb_writes_per_job": calls.dynamodb_writes / jobs,
+        "cpu_us_per_job": cpu / jobs * 1e6,
+    }
 
 
 def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
@@ -95,6 +103,22 @@ def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
             "cancellable", [JobSpecification("cancellable", {"n": n}) for n in range(jobs)], "succeeded"
         ),
     }
+    # A batch's members: pushed through the app's path (counted in, ten to a push), then ending
+    sqs.create_queue(QueueName=declaration.queue_name("member"))
+    batch = wiring.group("bench").batch(on_complete=JobSpecification("done", {}), id="bench")
+    members = [JobSpecification("member", {"n": n}, id=f"m{n}") for n in range(jobs)]
+    calls.reset()
+    cpu = time.process_time()
+    for first in range(0, jobs, BATCH):
+        batch.push(members[first : first + BATCH])
+    cpu = time.process_time() - cpu
+    results["batch member, pushed"] = {
+        "dynamodb_requests_per_job": calls.total("dynamodb.") / jobs,
+        "dynamodb_writes_per_job": calls.dynamodb_writes / jobs,
+        "cpu_us_per_job": cpu / jobs * 1e6,  # the push's own, SQS sends included
+    }
+    ended = [m.replace(batch="bench", domain="bench") for m in members]
+    results["batch member, ends"] = measured("member", ended, "succeeded")
     return results
 
 

@@ -97,6 +97,24 @@ BUDGETS = [
         _runner("cancellable, nothing cancelled"),
     ),
     Budget(
+        "DynamoDB items written per batch member pushed (ten to a push)",
+        "writes",
+        2,
+        lambda r: r["runner"]["jobkit"]["batch member, pushed"]["dynamodb_writes_per_job"],
+    ),
+    Budget(
+        "DynamoDB items written per batch member that ends",
+        "writes",
+        2,
+        lambda r: r["runner"]["jobkit"]["batch member, ends"]["dynamodb_writes_per_job"],
+    ),
+    Budget(
+        "DynamoDB requests per batch member that ends (batches of 10: a transaction per shard they touch)",
+        "requests",
+        1,
+        _runner("batch member, ends"),
+    ),
+    Budget(
         "DynamoDB round trips per batch of 10 remove_duplicates jobs",
         "round trips",
         2,

@@ -187,7 +187,14 @@ def render(r: dict[str, Any]) -> str:
         "| job | DynamoDB requests / job | runner CPU / job | budget |",
         "|---|---:|---:|---|",
     ]
-    budgets = {"plain": "0", "remove_duplicates, runs": "≤ 2", "remove_duplicates, duplicate": "≤ 1", "leaf": "≤ 0.1"}
+    budgets = {
+        "plain": "0",
+        "remove_duplicates, runs": "≤ 2",
+        "remove_duplicates, duplicate": "≤ 1",
+        "leaf": "≤ 0.1",
+        "cancellable, nothing cancelled": "≤ 0.1",
+        "batch member, ends": "≤ 1 (≤ 2 items written)",
+    }
     for name, f in r["runner"]["jobkit"].items():
         lines.append(
             f"| jobkit: {name} | {f['dynamodb_requests_per_job']:.3g} | {f['cpu_us_per_job']:,.0f} µs | "

@@ -219,7 +219,8 @@ class JobQueueGroup(JobControlMethods, BatchMethods):
         self._record_roots([message.item for message in result.sent])
         enqueued_ids = [message.item.id for message in result.sent]
         if failed:
-            enrolled.withdraw([(f.job_type, f.job_id) for f in failed])
+            sent = {(message.item.type, message.item.id) for message in result.sent}
+            enrolled.withdraw([(f.job_type, f.job_id) for f in failed if (f.job_type, f.job_id) not in sent])
             raise JobQueueError(failed, enqueued_ids)
         return enqueued_ids
 

@@ -88,6 +88,8 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 from ledger import Category, Fate, SentJobs, by_job, fates, key_of, reason
 
 from jobkit import JobQueueGroup, JobSpecification
+from jobkit.batches.control import Batch
+from jobkit.batches.options import with_batch_callbacks
 from jobkit.core.clock import VirtualClock
 from jobkit.core.errors import JobKitError, JobQueueError
 from jobkit.core.outcome import Outcome, RecordResult
@@ -102,6 +104,7 @@ from jobkit.ops.redrive import REDRIVE_VISIBILITY_S, redrive
 from jobkit.ops.scope import resolve_scope
 from jobkit.push import derived_job_id
 from jobkit.records import JobRuns
+from jobkit.records.batches import ENDS, PENDING, BatchRef
 from jobkit.records.keys import JobRef
 from jobkit.records.leases import Leases
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
@@ -117,8 +120,17 @@ from faults import (
     FailBatchEntries,
     FailCalls,
 )
-from testjobs import SCRIPTED, SimulatedCrash
+from testjobs import CALLBACKS, SCRIPTED, SimulatedCrash
 
+#: The end a batch counts for a member, by the member's category in the ledger.
+_END_OF = {
+    Category.SUCCEEDED: {"succeeded"},
+    Category.DUPLICATE: {"succeeded", "skipped"},  # a deliver_once redelivery after a success, or a duplicate
+    Category.SUPERSEDED: {"skipped"},
+    Category.DEBOUNCED: {"skipped"},
+    Category.CANCELLED: {"cancelled"},
+    Category.DEAD_LETTERED: {"dead_lettered"},
+}
 #: The error codes of the SQS faults the model injects.
 INJECTED_SQS_ERRORS = {SQS_THROTTLE[0], SQS_SERVER_ERROR[0]}
 EXAMPLES = int(__import__("os").environ.get("MODEL_EXAMPLES", "200"))
@@ -126,11 +138,22 @@ EXAMPLE_SPACING_S = 100_000  # far apart: an example's messages, claims and root
 #: reliability.toml (as the soak runs it), with cancellation on the types of every
 #: other option: roots and leaves, deliver_once, limits, debounce, plain delays.
 _CANCELLABLE = ("plain", "once", "leaf", "limited", "debounced")
+#: and batches' members of the same, a parent's children (once) and its roots' leaves (leaf) with them;
+#: "reached" is the batches' callback, beside "plain".
+_BATCHED = ("plain", "once", "leaf", "limited", "debounced", "parent")
 _DECLARED = load_declaration(FIXTURES / "reliability.toml")
-DECLARATION = dataclasses.replace(
-    _DECLARED,
-    types={n: dataclasses.replace(t, cancellable=n in _CANCELLABLE) for n, t in _DECLARED.types.items()},
+_TYPES = {
+    n: dataclasses.replace(t, cancellable=n in _CANCELLABLE, batches=n in _BATCHED) for n, t in _DECLARED.types.items()
+}
+_TYPES["reached"] = dataclasses.replace(
+    _TYPES["plain"],
+    name="reached",
+    class_path="testjobs:ScriptedCallbackJob",
+    cancellable=False,
+    batches=False,
+    batch_callback=True,
 )
+DECLARATION = dataclasses.replace(_DECLARED, types=with_batch_callbacks(_TYPES))
 QUEUES = sorted(DECLARATION.queues)
 #: The remove_duplicates types, and the params each leaves out of its dedup hash.
 IGNORED = {name: t.remove_duplicates_ignore_params for name, t in DECLARATION.types.items() if t.remove_duplicates}
@@ -235,6 +258,7 @@ class Harness:
         self.cancels = 0  # cancellations recorded (one job, or a type's jobs before a time)
         self.cancelled = 0  # jobs the runner acknowledged as cancelled
         self.redriven = 0  # dead letters an operator's redrive (by copy) sent back
+        self.batches = 0  # batches checked
 
     def _received(self, parsed: dict[str, Any], **_: Any) -> None:
         ids = [key_of(m["Body"], by_job) or m["MessageId"] for m in parsed.get("Messages", [])]
@@ -285,6 +309,7 @@ class Harness:
         self.stack.results.clear()
         self.timed.clear()
         SCRIPTED.clear()
+        CALLBACKS.clear()
         self.sent.clear()
         self.received.clear()
 
@@ -322,6 +347,14 @@ class JobModel(RuleBasedStateMachine):
         # (type, domain, pushed before, when recorded, its number, runs then of each job it covers)
         self.watermarks: list[tuple[str, str | None, float, float, int, dict[str, int]]] = []
         self.serial = 0
+        # batch ID -> whether the app's seal of it returned (a seal that raised is called again at the end)
+        self.batches: dict[str, bool] = {}
+        self.handles: dict[str, Batch] = {}
+        self.table_faults_before = self._table_faults()
+
+    def _table_faults(self) -> int:
+        injected = self.h.injected()
+        return injected["dynamodb throttled"] + injected["dynamodb 5xx"]
 
     @property
     def h(self) -> Harness:
@@ -572,6 +605,54 @@ class JobModel(RuleBasedStateMachine):
             by_job("once", self.domain, derived_job_id(stamped, JobSpecification("once", {**child_script, "n": n})))
             for n in range(count)
         )
+
+    # -- batches ----------------------------------------------------------------------------
+
+    @rule(
+        members=st.lists(st.tuples(st.sampled_from(_BATCHED), SCRIPTS), max_size=4),
+        seal=st.booleans(),
+        fault=st.sampled_from([None, None, "SendMessageBatch entries", "dynamodb 5xx"]),
+    )
+    def push_a_batch(self, members: list[tuple[str, dict[str, Any]]], seal: bool, fault: str | None) -> None:
+        # An app's batch: members of every option, a parent that pushes children, a root
+        # that fans out (its leaves join), sealed now or later; its push may fail in part
+        batch_id = self._new_id("batch")
+        callbacks = {"on_complete": {"for": batch_id}, "on_success": {"for": batch_id, "ok": True}}
+        try:
+            batch = self.group.batch(**{k: JobSpecification("reached", v) for k, v in callbacks.items()}, id=batch_id)
+        except JobKitError:  # the table is down: no batch
+            return
+        self.batches[batch_id], self.handles[batch_id] = False, batch
+        specs = [self._member(job_type, script, n) for n, (job_type, script) in enumerate(members)]
+        self.h.jobs += len(specs)
+        if fault is not None:
+            self.h.faults[fault].remaining = 1
+        with contextlib.suppress(JobKitError):  # some sent (JobQueueError), or none (the table is down)
+            batch.push(specs)
+        if fault is not None:
+            self.h.faults[fault].remaining = 0
+        if seal:
+            self.seal_a_batch(batch_id)
+
+    def _member(self, job_type: str, script: dict[str, Any], n: int) -> JobSpecification:
+        if job_type == "parent":
+            return JobSpecification(
+                "parent", {"script": {**script, "children": {"type": "once", "count": 2}}, "childScript": {}, "n": n}
+            )
+        if job_type == "leaf":
+            root = new_root_job_params(self._new_id("edit"), self.clock.now())
+            return JobSpecification("leaf", {"script": {**script, "leaves": 2}, "n": n, **root})
+        return JobSpecification(job_type, {"key": "a", "script": script, "n": n})
+
+    @precondition(lambda self: any(not sealed for sealed in self.batches.values()))
+    @rule(data=st.data())
+    def seal_a_batch_later(self, data: st.DataObject) -> None:
+        self.seal_a_batch(data.draw(st.sampled_from(sorted(b for b, sealed in self.batches.items() if not sealed))))
+
+    def seal_a_batch(self, batch_id: str) -> None:
+        with contextlib.suppress(JobKitError):  # the table is down: the app calls it again (at the end)
+            self.handles[batch_id].seal()
+            self.batches[batch_id] = True
 
     @rule(queue=st.sampled_from(QUEUES), uncancel=st.booleans())
     def redrive_a_dlq(self, queue: str, uncancel: bool) -> None:
@@ -858,6 +939,11 @@ class JobModel(RuleBasedStateMachine):
         # The next example's reset empties the queues, whatever happened here.
         self._drain_everything()  # faults still armed run out on the way
         self.h.disarm()
+        # the app calls again what raised: a seal the table refused (every batch is sealed in the end)
+        if not all(self.batches.values()):
+            for batch_id in [b for b, sealed in self.batches.items() if not sealed]:
+                self.seal_a_batch(batch_id)
+            self._drain_everything()
         self._check()
 
     def _drain_everything(self) -> None:
@@ -905,6 +991,59 @@ class JobModel(RuleBasedStateMachine):
         self._check_children(evidence)
         self._check_redrives(evidence)
         self._check_cancellations(evidence)
+        self._check_batches(evidence)
+
+    def _check_batches(self, evidence: dict[str, Fate]) -> None:
+        """Each batch counted its members once, and pushed each callback once, when it
+        should have: ``on_complete`` once every member ended (after the seal),
+        ``on_success`` then if none failed (or once the failures were redriven and
+        succeeded), and nothing while a member was pending. A batch waits only
+        for a member whose end a table fault kept from being counted, in a DLQ,
+        or one never sent that a table fault kept from being taken back out."""
+        sent = self.h.sent.specs
+        disturbed = self.lost | self.crashed | self.copied | set(self.redriven) | set(self.twice) | self.children
+        table_faults = self._table_faults() > self.table_faults_before
+        for batch_id in self.batches:
+            ref = BatchRef(batch_id, self.domain)
+            record = self.h.stack.records.batches.read(ref)
+            assert record is not None and record.sealed_at is not None, f"batch {batch_id}: not sealed"
+            fired = [p["batch"] for _, _, p in CALLBACKS if p["batch"]["id"] == batch_id]
+            names = [f["callback"] for f in fired]
+            assert all(names.count(n) <= 1 for n in names), f"batch {batch_id}: a callback ran twice: {fired}"
+            assert all(f["pending"] == 0 for f in fired), f"batch {batch_id}: a callback while pending: {fired}"
+            members = {key for key, spec in sent.items() if spec.batch == batch_id and spec.domain == self.domain}
+            states = {
+                by_job(m.job_type, self.domain, m.job_id): state
+                for m, state in self.h.stack.records.batches.members(ref)
+                if state != "withdrawn"
+            }
+            assert members <= set(states), f"batch {batch_id}: sent, never counted in: {members - set(states)}"
+            for key, state in states.items():
+                if key not in members:  # counted in, never sent: its push failed, and so did taking it out
+                    assert state == PENDING and table_faults, f"batch {batch_id}: {key} unsent yet {state}"
+                    continue
+                fate = evidence[key]
+                if state == PENDING:
+                    # In a DLQ, its end not counted: moved there by SQS's redrive policy (its runs
+                    # died), or dead-lettered by a runner that could not count it (a table fault),
+                    # or that died before it counted (its invocation crashed)
+                    moved = any(not reason(m) for m in fate.dead_letters)
+                    died = key in disturbed | self.unreported
+                    why = moved or table_faults or died
+                    assert fate.dead_letters and why, f"batch {batch_id} waits for {fate.describe()}"
+                    continue
+                assert state in ENDS, (batch_id, key, state)
+                expected = _END_OF.get(fate.category)
+                if key not in disturbed and expected is not None:
+                    assert state in expected, f"batch {batch_id} counted {state}: {fate.describe()}"
+            if record.counts.pending == 0:
+                assert names.count("on_complete") == 1, f"batch {batch_id} ended, on_complete ran {names}"
+                assert fired[names.index("on_complete")]["total"] == record.counts.added
+                should = record.counts.failures == 0
+                assert names.count("on_success") == should, f"batch {batch_id}: {record.counts}, callbacks {names}"
+            else:
+                assert not fired, f"batch {batch_id} pending {record.counts.pending}, yet ran {names}"
+            self.h.batches += 1
 
     def _check_poison(self, fate: Fate) -> None:
         assert not fate.runs and fate.category is Category.DEAD_LETTERED, f"a bad body ran: {fate.describe()}"
@@ -1238,7 +1377,7 @@ def test_every_pushed_job_ends_in_exactly_one_terminal_category(
     print(
         f"\nmodel: {harness.examples} examples, {harness.steps} delivering steps, {harness.jobs} jobs pushed, "
         f"in {elapsed:.1f} s; {harness.cancels} cancellations, {harness.cancelled} jobs cancelled;"
-        f" {harness.redriven} dead letters redriven by copy;"
+        f" {harness.redriven} dead letters redriven by copy; {harness.batches} batches;"
         f" faults injected: {harness.injected()}"
     )
     assert harness.examples >= EXAMPLES

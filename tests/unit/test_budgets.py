@@ -29,6 +29,8 @@ def results(**overrides: Any) -> dict[str, Any]:
                 "remove_duplicates, duplicate": {"dynamodb_requests_per_job": 1.0},
                 "leaf": {"dynamodb_requests_per_job": 0.0005},
                 "cancellable, nothing cancelled": {"dynamodb_requests_per_job": 0.1},
+                "batch member, pushed": {"dynamodb_requests_per_job": 0.8, "dynamodb_writes_per_job": 1.9},
+                "batch member, ends": {"dynamodb_requests_per_job": 0.9, "dynamodb_writes_per_job": 1.8},
             }
         },
         "runner_logged": {"ratio": 0.9},

@@ -88,7 +88,7 @@ def test_every_ops_command_reports_errors_as_json_when_asked() -> None:
             assert isinstance(command, OpsGroup)
             commands += command.commands.values()
     assert [c.name for c in commands if not isinstance(c, (OpsCommand, OpsGroup))] == []
-    assert len(commands) == 14  # queues, top, dlq and its five, push, job, cancel, schedules, ui, verify
+    assert len(commands) == 15  # queues, top, dlq and its five, push, job, cancel, batch, schedules, ui, verify
 
 
 def test_no_region_says_where_it_looked_and_how_to_give_one(monkeypatch: pytest.MonkeyPatch) -> None:

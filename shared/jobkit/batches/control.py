@@ -17,18 +17,21 @@ looks once its claim has expired (a redelivery of its batch, another seal).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from types import TracebackType
 
 from jobkit.core.clock import Clock
-from jobkit.core.errors import BatchError
+from jobkit.core.errors import BatchError, JobQueueError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration
 from jobkit.records import BATCH_RECORD_TTL_S
-from jobkit.records.batches import ENDS, BatchRecord, BatchRef, Callback
+from jobkit.records.batches import ENDS, BatchRecord, BatchRef, Callback, Counts
 from jobkit.records.store import Records
+
+log = logging.getLogger(__name__)
 
 #: How long an app's claim on a callback lasts: a seal that dies between its
 #: claim and its push leaves the callback to a seal called again after it.
@@ -37,6 +40,8 @@ APP_CLAIM_S = 60.0
 _CALLBACK_NAMESPACE = uuid.UUID("0d7e5c52-3f64-4a0e-8f7b-8a1d9b6c2e41")
 #: The param a callback's summary of its batch is in.
 SUMMARY_PARAM = "batch"
+#: A callback's params, as JSON, at most: the batch's item holds both, within DynamoDB's 400 KB.
+MAX_CALLBACK_BYTES = 150_000
 
 
 class BatchKeeper:
@@ -92,6 +97,11 @@ class BatchKeeper:
         """
         batches = self._records.batches
         record = batches.read(ref)
+        if record is None or not record.due():
+            return []
+        # that it ended is decided on a snapshot: counts read one by one may have missed a child
+        # counted in before its parent's end that they saw
+        record = batches.read(ref, snapshot=True)
         pushed: list[str] = []
         for name in record.due() if record is not None else []:
             assert record is not None
@@ -100,6 +110,12 @@ class BatchKeeper:
                 continue  # pushed, or being pushed, by another
             try:
                 self._push(callback_spec(record, name))
+            except JobQueueError as refused:
+                if not _permanent(refused):
+                    batches.release(ref, name, owner)
+                    raise
+                # it could never be pushed (its params break a schema deployed since): said, not tried again
+                log.error("batch %s: its %s cannot be pushed, and never will: %s", ref.batch_id, name, refused)
             except Exception:
                 batches.release(ref, name, owner)
                 raise
@@ -123,7 +139,32 @@ class BatchKeeper:
             )
         if SUMMARY_PARAM in spec.params:
             raise BatchError(f"{name}: the param {SUMMARY_PARAM!r} is the batch's summary, which jobkit fills in")
-        return Callback(spec.type, spec.params)
+        if not spec.id_generated or spec.release_at is not None or spec.delay is not None or spec.extra_fields:
+            raise BatchError(
+                f"{name}: a callback is pushed when its batch ends, with an ID derived from the batch: give it"
+                " a type and params only (no id, delay, release time or extra fields)"
+            )
+        callback = Callback(spec.type, spec.params)
+        # refused now what its push would refuse then: half root params, params its schema does not take
+        placeholder = callback_spec(_ended(ref, name, callback), name).stamped(self._clock.now())
+        self._declaration.job_type(spec.type).check_job(placeholder, self._clock.now())
+        if len(callback.stored().encode()) > MAX_CALLBACK_BYTES:
+            raise BatchError(
+                f"{name}: its params are {len(callback.stored().encode()):,} bytes of JSON, over the"
+                f" {MAX_CALLBACK_BYTES:,} a callback may have (the batch's record holds both callbacks):"
+                " pass a reference instead"
+            )
+        return callback
+
+
+def _permanent(refused: JobQueueError) -> bool:
+    """Whether a push was refused for what the job is, not for an outage."""
+    return all(f.code in ("SpecError", "InvalidParams", "UnknownJobType") for f in refused.failed)
+
+
+def _ended(ref: BatchRef, name: str, callback: Callback) -> BatchRecord:
+    """A batch that ended with ``callback`` as ``name``: what a callback spec is checked on when it is opened."""
+    return BatchRecord(ref, "", callback, callback, None, 0.0, {}, Counts(0, dict.fromkeys(ENDS, 0)))
 
 
 def callback_spec(record: BatchRecord, name: str) -> JobSpecification:
@@ -143,6 +184,8 @@ def end_of(result: RecordResult) -> str | None:
         return None
     if result.outcome is Outcome.REDELIVERED:  # a copy of a push that ended before (ran to success)
         return "succeeded"
+    if result.outcome is Outcome.POISONED:  # its class or params do not fit (since a deploy): dead-lettered
+        return "dead_lettered"
     status = result.status
     return status if status in ENDS else None
 

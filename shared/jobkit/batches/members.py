@@ -87,13 +87,16 @@ def enrol(
     # before (a retried parent's child, pushed again) may be on its way already.
     enrolment = Enrolment(records)
     own = BatchRef(pusher.batch, pusher.domain) if pusher is not None and pusher.batch is not None else None
-    for ref in by_batch:
-        if ref != own and records.batches.sealed_at(ref) is not None:
-            raise BatchError(f"batch {ref.batch_id!r} is sealed: it takes no more pushes but its members' own")
     try:
         for ref, batch_members in by_batch.items():
-            for member in records.batches.add(ref, batch_members, now, int(now) + BATCH_RECORD_TTL_S):
-                enrolment.members[(member.job_type, member.job_id)] = ref
+            counted: list[Member] = []
+            try:
+                # each write checks the batch was opened, and (but the pusher's own) is not sealed
+                records.batches.add(
+                    ref, batch_members, now, int(now) + BATCH_RECORD_TTL_S, open_only=ref != own, counted=counted
+                )
+            finally:
+                enrolment.members.update({(m.job_type, m.job_id): ref for m in counted})
     except JobKitError:
         enrolment.withdraw(list(enrolment.members))
         raise

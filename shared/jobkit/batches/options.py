@@ -20,12 +20,15 @@ BATCH_OPTIONS = (
     flag(
         "batch_callback",
         "let a batch push it when it ends (`on_complete=`, `on_success=`); the runners of `batches` types"
-        " may then send to its queue",
+        " may then send to its queue. Its jobs are delivered once (`deliver_once`): a callback pushed again"
+        " after a fault (its push done, its mark lost) runs once",
     ),
 )
 
 
 class _Declared(Protocol):
+    @property
+    def deliver_once(self) -> bool: ...
     @property
     def batches(self) -> bool: ...
     @property
@@ -38,11 +41,17 @@ T = TypeVar("T", bound=_Declared)
 
 
 def with_batch_callbacks(types: Mapping[str, T]) -> dict[str, T]:
-    """The types, each ``batches`` type pushing every ``batch_callback`` type: the
+    """The types, each ``batches`` type pushing every ``batch_callback`` type (the
     runner that ends a batch's last member pushes its callbacks, so it must know
-    them and may send to their queues."""
+    them and may send to their queues), and each ``batch_callback`` type
+    delivered once (a callback whose push is done but whose mark is lost may be
+    pushed again, with the same ID: it runs once)."""
     callbacks = tuple(sorted(name for name, t in types.items() if t.batch_callback))
-    return {
-        name: replace(t, pushes=tuple(dict.fromkeys((*t.pushes, *callbacks)))) if t.batches and callbacks else t  # type: ignore[type-var]
-        for name, t in types.items()
-    }
+    out: dict[str, T] = {}
+    for name, t in types.items():
+        if t.batches and callbacks:
+            t = replace(t, pushes=tuple(dict.fromkeys((*t.pushes, *callbacks))))  # type: ignore[type-var]
+        if t.batch_callback and not t.deliver_once:
+            t = replace(t, deliver_once=True)  # type: ignore[type-var]
+        out[name] = t
+    return out

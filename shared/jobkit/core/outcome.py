@@ -104,6 +104,7 @@ class RecordResult:
     reason: str | None = None  # why it was skipped, re-enqueued or cancelled; the dead-letter reason
     dedup_unavailable: bool = False  # the dedup store failed and the job ran anyway (fail-open)
     send_back: str | None = None  # why its message goes back, though it ended: its end was not counted
+    batch: str | None = None  # the batch of a poisoned member whose body could be read (its end counts)
     correlation_id: str | None = None  # the correlation ID its message carried
     # What the job (or jobkit) raised, for tests and in-process callers; never serialised.
     exception: BaseException | None = field(default=None, compare=False, repr=False)

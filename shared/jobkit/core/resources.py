@@ -127,6 +127,10 @@ def logical_id(name: str) -> str:
 #: The type of `jobkit verify`'s canary, which every runner serves (:mod:`jobkit.jobs.canary`):
 #: reserved, no declared type may take it.
 CANARY_TYPE = "jobkitCanary"
+#: The type of a batch's check, which a runner of batch members sends itself when it could not
+#: push a batch's callbacks (:mod:`jobkit.jobs.batch_check`): reserved too.
+BATCH_CHECK_TYPE = "jobkitBatchCheck"
+RESERVED_TYPES = (CANARY_TYPE, BATCH_CHECK_TYPE)
 
 #: AWS's limits on the names jobkit gives its resources.
 MAX_FUNCTION_NAME = 64  # Lambda

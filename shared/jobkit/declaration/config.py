@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from jobkit.batches.options import BATCH_OPTIONS, with_batch_callbacks
 from jobkit.core.errors import ConfigError, UnknownJobType
 from jobkit.core.resources import (
-    CANARY_TYPE,
     DEFAULT_PREFIX,
     PREFIX_PATTERN,
+    RESERVED_TYPES,
     ResourceNames,
     refuse_names_aws_refuses,
     refuse_shared_logical_ids,
@@ -354,7 +354,7 @@ TYPE_OPTIONS: tuple[TypeOption, ...] = (
 def _job_type(source: str, name: str, spec: Mapping[str, Any], base_dir: Path | None = None) -> JobType:
     where = Where(source, f"types.{name}", base_dir)
     where.check(name, matches(TYPE_PATTERN), "a type name must match " + TYPE_PATTERN.pattern)
-    where.check(name, lambda v: v != CANARY_TYPE, f"{CANARY_TYPE} is jobkit verify's own type: rename it")
+    where.check(name, lambda v: v not in RESERVED_TYPES, f"{name} is jobkit's own type: rename it")
     no_unknown_keys(where, spec, (option.key for option in TYPE_OPTIONS))
     if "class" not in spec:
         raise where.error("is required: the job class as 'module:ClassName'", sub="class")

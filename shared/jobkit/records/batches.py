@@ -32,117 +32,49 @@ its members' latest ends.
 
 from __future__ import annotations
 
-import json
-import zlib
+import random
+import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
 from typing import Any
 
 from jobkit.core.errors import BatchError
 from jobkit.records import TableUnavailable
+from jobkit.records.batch_values import (
+    CALLBACKS,
+    ENDS,
+    FAILURES,
+    PENDING,
+    SHARDS,
+    WITHDRAWN,
+    BatchRecord,
+    BatchRef,
+    Callback,
+    Counts,
+    Member,
+    shard_of,
+)
 from jobkit.records.items import number, optional_text
 from jobkit.records.keys import BATCH_PREFIX, domain_key
-from jobkit.records.table import Absent, Below, Cancelled, ConditionFailed, Equals, Item, Key, Table, Write
+from jobkit.records.table import (
+    Absent,
+    AtLeast,
+    Below,
+    Cancelled,
+    ConditionFailed,
+    Conflict,
+    Equals,
+    Item,
+    Key,
+    Table,
+    Write,
+)
 
-#: The shards of a batch's counts.
-SHARDS = 16
-#: The ends a member may have, each a count of the batch.
-ENDS = ("succeeded", "skipped", "dead_lettered", "cancelled")
-#: The ends a redriven member may leave (an operator sent it back): it counts as its new end.
-FAILURES = ("dead_lettered", "cancelled")
-PENDING = "pending"
-WITHDRAWN = "withdrawn"  # counted in, then not sent
-CALLBACKS = ("on_complete", "on_success")
-#: A transaction writes at most 100 items: members and their shards.
+#: A transaction writes at most 100 items: members, their shard's counts, the batch's check.
 _MEMBERS_PER_TRANSACTION = 40
-
-
-@dataclass(frozen=True)
-class BatchRef:
-    """A batch: its ID within its domain."""
-
-    batch_id: str
-    domain: str | None
-
-
-@dataclass(frozen=True)
-class Member:
-    """A job of a batch."""
-
-    job_type: str
-    job_id: str
-
-
-@dataclass(frozen=True)
-class Callback:
-    """A job to push when a batch ends (its type and params; the batch's domain)."""
-
-    job_type: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-    def stored(self) -> str:
-        return json.dumps({"type": self.job_type, "params": dict(self.params)}, sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def read(cls, text: str | None) -> Callback | None:
-        if not text:
-            return None
-        try:
-            data = json.loads(text)
-            return cls(str(data["type"]), dict(data["params"]))
-        except (ValueError, KeyError, TypeError):
-            return None
-
-
-@dataclass(frozen=True)
-class Counts:
-    """A batch's members: added, and how many ended each way."""
-
-    added: int = 0
-    ends: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def ended(self) -> int:
-        return sum(self.ends.get(end, 0) for end in ENDS)
-
-    @property
-    def pending(self) -> int:
-        return self.added - self.ended
-
-    @property
-    def failures(self) -> int:
-        return sum(self.ends.get(end, 0) for end in FAILURES)
-
-    def summary(self) -> dict[str, int]:
-        return {"total": self.added, "pending": self.pending, **{end: self.ends.get(end, 0) for end in ENDS}}
-
-
-@dataclass(frozen=True)
-class BatchRecord:
-    """A batch's item and its counts."""
-
-    ref: BatchRef
-    description: str
-    on_complete: Callback | None
-    on_success: Callback | None
-    opened_at: float | None
-    sealed_at: float | None
-    fired: Mapping[str, float]
-    counts: Counts
-
-    @property
-    def complete(self) -> bool:
-        return self.sealed_at is not None and self.counts.pending == 0
-
-    def due(self) -> list[str]:
-        """The callbacks to push now: ``on_complete`` once every member ended, and
-        ``on_success`` when none of them failed besides (both only once sealed)."""
-        if not self.complete:
-            return []
-        due = [name for name in CALLBACKS if getattr(self, name) is not None and name not in self.fired]
-        return [name for name in due if name == "on_complete" or self.counts.failures == 0]
+#: Tries of a transaction (or snapshot read) that meets another in flight on one of its items.
+_CONFLICT_TRIES = 6
 
 
 class BatchConflict(BatchError):
@@ -153,8 +85,9 @@ class Batches:
     """The batch records over one table. Every method may raise
     :class:`~jobkit.records.TableUnavailable`."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, sleep: Callable[[float], None] = time.sleep) -> None:
         self._table = table
+        self._sleep = sleep
 
     def open(
         self,
@@ -184,9 +117,24 @@ class Batches:
             ) from None
         return number(item or {}, "sealed_at")
 
-    def add(self, ref: BatchRef, members: Sequence[Member], at: float, expires_at: int) -> list[Member]:
-        """Count ``members`` in, each once (one added already stays as it is).
-        Returns those that were new."""
+    def add(
+        self,
+        ref: BatchRef,
+        members: Sequence[Member],
+        at: float,
+        expires_at: int,
+        *,
+        open_only: bool = True,
+        counted: list[Member] | None = None,
+    ) -> list[Member]:
+        """Count ``members`` in, each once (one added already stays as it is), and
+        each with the batch's item checked in the same transaction: opened, and
+        (if ``open_only``) not sealed. Returns those that were new; ``counted``
+        gets them as they are written, so a caller knows them if a later write fails.
+
+        Raises:
+            BatchError: the batch was never opened, or (``open_only``) is sealed.
+        """
         writes = {
             m: Write(
                 _member_key(ref, m),
@@ -195,7 +143,19 @@ class Batches:
             )
             for m in dict.fromkeys(members)
         }
-        return self._counted(ref, writes, {m: {"added": 1} for m in writes}, expires_at)
+        opened = AtLeast("opened_at", 0)
+        check = Write(_batch_key(ref), when=opened & Absent("sealed_at") if open_only else opened, check_only=True)
+        try:
+            return self._counted(ref, writes, {m: {"added": 1} for m in writes}, expires_at, check=check, into=counted)
+        except _CheckFailed:
+            item = self._table.get(_batch_key(ref)) or {}
+            if number(item, "opened_at") is None:
+                raise BatchError(
+                    f"batch {ref.batch_id!r} (domain {ref.domain!r}) was never opened: open it with group.batch()"
+                ) from None
+            raise BatchError(
+                f"batch {ref.batch_id!r} is sealed: it takes no more pushes but its members' own"
+            ) from None
 
     def withdraw(self, ref: BatchRef, members: Sequence[Member]) -> list[Member]:
         """Count pending ``members`` back out: they were never sent. Returns those withdrawn."""
@@ -234,19 +194,15 @@ class Batches:
         """No more pushes from outside the batch: it completes once its members have ended."""
         self._table.update(_batch_key(ref), {}, defaults={"sealed_at": at}, want_old=False)
 
-    def sealed_at(self, ref: BatchRef) -> float | None:
-        """When the batch was sealed, if it was. Raises :class:`BatchError` if it was never opened (one read)."""
-        item = self._table.get(_batch_key(ref))
-        if item is None or number(item, "opened_at") is None:
-            raise BatchError(
-                f"batch {ref.batch_id!r} (domain {ref.domain!r}) was never opened: open it with group.batch()"
-            )
-        return number(item, "sealed_at")
+    def read(self, ref: BatchRef, *, snapshot: bool = False) -> BatchRecord | None:
+        """The batch and its counts (one request), or None if it was never opened.
 
-    def read(self, ref: BatchRef) -> BatchRecord | None:
-        """The batch and its counts (one request), or None if it was never opened."""
+        Each item is read on its own: counts read while a member's child is
+        counted in and the member ends may miss the first and see the second.
+        Only ``snapshot`` reads them all as of one instant (twice the cost),
+        which is what deciding that the batch ended takes."""
         keys = [_batch_key(ref), *(_shard_key(ref, shard) for shard in range(SHARDS))]
-        found = self._table.get_many(keys)
+        found = self._read(keys, snapshot)
         item = found.get(keys[0])
         if item is None or number(item, "opened_at") is None:
             return None
@@ -282,10 +238,11 @@ class Batches:
         return True
 
     def fired(self, ref: BatchRef, callback: str, owner: str, at: float) -> None:
-        """The claimed callback was pushed."""
-        self._table.update(
-            _batch_key(ref), {f"{callback}_fired_at": at}, when=Equals(f"{callback}_claim", owner), want_old=False
-        )
+        """The claimed callback was pushed (unless another took the claim over meanwhile, and marks it)."""
+        with suppress(ConditionFailed):
+            self._table.update(
+                _batch_key(ref), {f"{callback}_fired_at": at}, when=Equals(f"{callback}_claim", owner), want_old=False
+            )
 
     def release(self, ref: BatchRef, callback: str, owner: str) -> None:
         """Give a claim back (the push failed): the next check takes it."""
@@ -296,10 +253,15 @@ class Batches:
 
     def members(self, ref: BatchRef, state: str | None = None) -> Iterator[tuple[Member, str]]:
         """The batch's members and their states (of one ``state``), shard by shard."""
-        prefix = f"{domain_key(ref.domain)}#"
+        domain = domain_key(ref.domain)
         for shard in range(SHARDS):
-            for sort_key, item in self._table.query(_shard_partition(ref, shard), prefix, consistent=True):
-                job_type, _, job_id = sort_key[len(prefix) :].partition("#")
+            for sort_key, item in self._table.query(_shard_partition(ref, shard), f"{domain}#", consistent=True):
+                # read from the right: a domain may hold "#", a type and a job ID never do; and
+                # another domain's items (its name this one's, "#" and more) are not this one's
+                parts = sort_key.rsplit("#", 2)
+                if "state" not in item or len(parts) != 3 or parts[0] != domain:
+                    continue
+                _, job_type, job_id = parts
                 found = str(item.get("state", ""))
                 if state is None or found == state:
                     yield Member(job_type, job_id), found
@@ -312,32 +274,72 @@ class Batches:
         expires_at: int | None,
         *,
         strict: bool = False,
+        check: Write | None = None,
+        into: list[Member] | None = None,
     ) -> list[Member]:
-        """Write each member with its shard's counts, in transactions; a member whose
-        condition fails is left out (or, if ``strict``, raised as :class:`_Stale`)."""
-        counted: list[Member] = []
-        left = dict(writes)
-        for chunk in _chunks(list(left), _MEMBERS_PER_TRANSACTION):
-            members = list(chunk)
-            while members:
-                shards: dict[int, Counter[str]] = {}
-                for m in members:
-                    shards.setdefault(shard_of(m), Counter()).update(adds[m])
-                batch = [writes[m] for m in members] + [
-                    Write(_shard_key(ref, s), {"expires_at": expires_at} if expires_at else {}, add=dict(c))
-                    for s, c in shards.items()
-                ]
-                try:
-                    self._table.transact(batch)
-                except Cancelled as cancelled:
-                    stale = [members[n] for n in cancelled.failed if n < len(members)]
-                    if strict:
-                        raise _Stale(stale) from None
-                    members = [m for m in members if m not in stale]
-                    continue
-                counted += members
-                break
-        return counted
+        """Write each member with its shard's counts: one transaction per shard (so
+        two runners' transactions meet only on a shared shard), with ``check``
+        in each. A member whose condition fails is left out (or, if ``strict``,
+        raised as :class:`_Stale`); a failed ``check`` raises :class:`_CheckFailed`;
+        a transaction that meets another in flight is tried again."""
+        counted: list[Member] = [] if into is None else into
+        start = len(counted)
+        by_shard: dict[int, list[Member]] = {}
+        for m in writes:
+            by_shard.setdefault(shard_of(m), []).append(m)
+        for shard, shard_members in sorted(by_shard.items()):
+            for chunk in _chunks(shard_members, _MEMBERS_PER_TRANSACTION):
+                counted += self._shard_transaction(ref, shard, chunk, writes, adds, expires_at, strict, check)
+        return counted[start:]
+
+    def _shard_transaction(
+        self,
+        ref: BatchRef,
+        shard: int,
+        members: list[Member],
+        writes: Mapping[Member, Write],
+        adds: Mapping[Member, Mapping[str, int]],
+        expires_at: int | None,
+        strict: bool,
+        check: Write | None,
+    ) -> list[Member]:
+        conflicts = 0
+        while members:
+            total: Counter[str] = Counter()
+            for m in members:
+                total.update(adds[m])
+            counts = Write(_shard_key(ref, shard), {"expires_at": expires_at} if expires_at else {}, add=dict(total))
+            transaction = [writes[m] for m in members] + [counts] + ([check] if check is not None else [])
+            try:
+                self._table.transact(transaction)
+                return members
+            except Cancelled as cancelled:
+                if check is not None and len(transaction) - 1 in cancelled.failed:
+                    raise _CheckFailed() from None
+                stale = [members[n] for n in cancelled.failed if n < len(members)]
+                if strict:
+                    raise _Stale(stale) from None
+                members = [m for m in members if m not in stale]
+            except Conflict:
+                conflicts += 1
+                if conflicts >= _CONFLICT_TRIES:
+                    raise TableUnavailable(
+                        f"batch {ref.batch_id!r}: shard {shard} kept meeting other transactions"
+                    ) from None
+                self._sleep(random.uniform(0, 0.05 * 2**conflicts))
+        return []
+
+    def _read(self, keys: list[Key], snapshot: bool) -> dict[Key, Item]:
+        for attempt in range(_CONFLICT_TRIES):
+            try:
+                return self._table.get_many(keys, snapshot=snapshot)
+            except Conflict:
+                self._sleep(random.uniform(0, 0.05 * 2 ** (attempt + 1)))
+        raise TableUnavailable("a batch's snapshot read kept meeting transactions in flight")
+
+
+class _CheckFailed(Exception):
+    pass
 
 
 class _Stale(Exception):
@@ -347,10 +349,6 @@ class _Stale(Exception):
 
 def _moves(old: str, new: str) -> bool:
     return old == PENDING or (old in FAILURES and new != old and new in ENDS)
-
-
-def shard_of(member: Member) -> int:
-    return zlib.crc32(f"{member.job_type}#{member.job_id}".encode()) % SHARDS
 
 
 def _batch_key(ref: BatchRef) -> Key:
@@ -377,3 +375,21 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
 def _named(item: Item | None, name: str) -> str:
     callback = Callback.read(optional_text(item or {}, name))
     return "none" if callback is None else repr(callback.job_type)
+
+
+__all__ = [
+    "CALLBACKS",
+    "ENDS",
+    "FAILURES",
+    "PENDING",
+    "SHARDS",
+    "WITHDRAWN",
+    "BatchConflict",
+    "BatchRecord",
+    "BatchRef",
+    "Batches",
+    "Callback",
+    "Counts",
+    "Member",
+    "shard_of",
+]

@@ -27,6 +27,7 @@ from jobkit.records.table import (
     Cancelled,
     Condition,
     ConditionFailed,
+    Conflict,
     Equals,
     Item,
     Key,
@@ -91,7 +92,11 @@ class DynamoDBTable:
     def transact(self, writes: Sequence[Write]) -> None:
         from botocore.exceptions import ClientError
 
-        items = [{"Update": {**_update(write), "TableName": self._table_name}} for write in writes]
+        items = [
+            {"ConditionCheck": _check(write)} if write.check_only else {"Update": _update(write)} for write in writes
+        ]
+        for item in items:
+            next(iter(item.values()))["TableName"] = self._table_name
         try:
             self._call("transact_write_items", {"TransactItems": items}, table=False)
         except TableUnavailable as unavailable:
@@ -101,11 +106,15 @@ class DynamoDBTable:
             ):
                 raise
             codes = [reason.get("Code", "None") for reason in cause.response.get("CancellationReasons", [])]
+            if "TransactionConflict" in codes and "ConditionalCheckFailed" not in codes:
+                raise Conflict(f"a transaction met another on one of its items: {codes}") from None
             if not codes or any(code not in ("None", "ConditionalCheckFailed") for code in codes):
-                raise  # a conflict with another transaction, a throttle: retried like any outage
+                raise  # a throttle, an error: tried again like any outage
             raise Cancelled(frozenset(n for n, code in enumerate(codes) if code == "ConditionalCheckFailed")) from None
 
-    def get_many(self, keys: Sequence[Key]) -> dict[Key, Item]:
+    def get_many(self, keys: Sequence[Key], *, snapshot: bool = False) -> dict[Key, Item]:
+        if snapshot:
+            return self._snapshot(keys)
         found: dict[Key, Item] = {}
         request: dict[str, Any] = {
             "RequestItems": {self._table_name: {"Keys": [_key(key) for key in keys], "ConsistentRead": True}}
@@ -119,6 +128,23 @@ class DynamoDBTable:
                 return found
             request = {"RequestItems": left}
         raise TableUnavailable("DynamoDB batch_get_item left keys unprocessed five times: throttled")
+
+    def _snapshot(self, keys: Sequence[Key]) -> dict[Key, Item]:
+        from botocore.exceptions import ClientError
+
+        items = [{"Get": {"Key": _key(key), "TableName": self._table_name}} for key in keys]
+        try:
+            response = self._call("transact_get_items", {"TransactItems": items}, table=False)
+        except TableUnavailable as unavailable:
+            cause = unavailable.__cause__
+            if isinstance(cause, ClientError) and "TransactionConflict" in str(cause.response):
+                raise Conflict("a snapshot read met a transaction in flight on one of its items") from None
+            raise
+        return {
+            key: _item(answer["Item"])
+            for key, answer in zip(keys, response.get("Responses", []), strict=False)
+            if answer.get("Item")
+        }
 
     def delete(self, key: Key, when: Condition | None = None) -> bool:
         request: dict[str, Any] = {"Key": _key(key)}
@@ -213,6 +239,21 @@ def _update(write: Write, remove: Sequence[str] = (), defaults: Item | None = No
     }
     if write.when is not None:
         request["ConditionExpression"] = _condition(write.when, names, placeholders)
+    if placeholders:
+        request["ExpressionAttributeValues"] = placeholders
+    return request
+
+
+def _check(write: Write) -> dict[str, Any]:
+    """A ConditionCheck of a transaction: the key and the condition, nothing written."""
+    assert write.when is not None, "a condition check checks a condition"
+    names: dict[str, str] = {}
+    placeholders: dict[str, AttributeValueTypeDef] = {}
+    request: dict[str, Any] = {
+        "Key": _key(write.key),
+        "ConditionExpression": _condition(write.when, names, placeholders),
+        "ExpressionAttributeNames": names,
+    }
     if placeholders:
         request["ExpressionAttributeValues"] = placeholders
     return request

@@ -76,12 +76,14 @@ class MemoryTable:
             if failed:
                 raise Cancelled(failed)
             for write in writes:
+                if write.check_only:
+                    continue
                 updated = {**self.items.get(write.key, {}), **write.values}
                 for name, amount in write.add.items():
                     updated[name] = (updated.get(name) or 0) + amount  # type: ignore[operator]
                 self.items[write.key] = _present(updated)
 
-    def get_many(self, keys: Sequence[Key]) -> dict[Key, Item]:
+    def get_many(self, keys: Sequence[Key], *, snapshot: bool = False) -> dict[Key, Item]:
         with self._lock:
             self.requests += 1
             return {key: dict(self.items[key]) for key in keys if key in self.items}

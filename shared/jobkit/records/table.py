@@ -123,6 +123,11 @@ class Cancelled(Exception):
         self.failed = failed
 
 
+class Conflict(Exception):
+    """A transaction (or a snapshot read) met another in flight on one of its
+    items, and did nothing: try again after a moment."""
+
+
 @dataclass(frozen=True)
 class Write:
     """One write of a transaction: set ``values`` and add ``add`` to numbers of
@@ -132,6 +137,8 @@ class Write:
     values: Item = field(default_factory=dict)
     add: Mapping[str, int | float] = field(default_factory=dict)
     when: Condition | None = None
+    #: Write nothing: only check ``when`` (DynamoDB's ConditionCheck).
+    check_only: bool = False
 
 
 class Table(Protocol):
@@ -171,11 +178,13 @@ class Table(Protocol):
     def transact(self, writes: Sequence[Write]) -> None:
         """All of ``writes`` (at most 100, each to another item), or none of
         them. Raises :class:`Cancelled` naming the writes whose condition did
-        not hold."""
+        not hold, or :class:`Conflict`."""
         ...
 
-    def get_many(self, keys: Sequence[Key]) -> dict[Key, Item]:
-        """The items at ``keys`` that exist (strongly consistent reads; at most 100 keys)."""
+    def get_many(self, keys: Sequence[Key], *, snapshot: bool = False) -> dict[Key, Item]:
+        """The items at ``keys`` that exist (strongly consistent reads; at most 100
+        keys). Each is read on its own, unless ``snapshot``: then all as of one
+        instant (a transaction's read, at twice the cost; may raise :class:`Conflict`)."""
         ...
 
     def delete(self, key: Key, when: Condition | None = None) -> bool:

@@ -173,6 +173,7 @@ class Failures:
             error=text,
             correlation_id=correlation_id,
             exception=error,
+            batch=spec.batch if spec is not None and outcome is Outcome.POISONED else None,
         )
 
     def internal_error(self, record: Any, error: Exception) -> RecordResult:

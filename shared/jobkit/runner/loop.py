@@ -27,6 +27,7 @@ from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration, JobType
 from jobkit.declaration.params_schema import InvalidParams
 from jobkit.dedup.store import DedupStore
+from jobkit.jobs.batch_check import BATCH_CHECK_TYPE, check_type
 from jobkit.jobs.canary import CANARY_TYPE, canary_type, expired
 from jobkit.records.journal import AttemptJournal
 from jobkit.runner.attempts import Attempts
@@ -115,6 +116,8 @@ class Runner:
         self._attempts = Attempts(journal)
         self._failures = Failures(self.queue, queues, journal, self._clock, rng or random.Random())
         self._canary = canary_type(self.queue)
+        batched = any(declaration.types[name].batches for name in self.queue.types)
+        self._batch_check = check_type(self.queue) if batched else None  # served with the batch stage
         self._budget = TimeBudget()  # the container's: what its jobs took, to keep a batch in its timeout
         self._hand_back = Requeue(queues, journal, self._failures)
         self._ran_in_batch = self._handing_back = False
@@ -312,6 +315,8 @@ class Runner:
     def _served_type(self, name: str) -> JobType:
         if name == CANARY_TYPE:  # every runner serves `jobkit verify`'s canary, on its own queue
             return self._canary
+        if name == BATCH_CHECK_TYPE and self._batch_check is not None:  # what it sends itself
+            return self._batch_check
         if name not in self.queue.types:
             served = f"queue {self.queue.name!r} serves {', '.join(self.queue.types)}"
             if name in self.declaration.types:  # a type this runner's jobs push

@@ -11,6 +11,7 @@ import threading
 
 from jobkit.core.errors import JobClassError
 from jobkit.declaration.config import Declaration
+from jobkit.jobs.batch_check import BATCH_CHECK_CLASS, BATCH_CHECK_TYPE
 from jobkit.jobs.canary import CANARY_CLASS, CANARY_TYPE
 from jobkit.jobs.job import Job
 
@@ -32,7 +33,8 @@ class JobRegistry:
         """
         cls = self._classes.get(job_type)
         if cls is None:
-            declared = CANARY_CLASS if job_type == CANARY_TYPE else self._declaration.job_type(job_type).class_path
+            own = {CANARY_TYPE: CANARY_CLASS, BATCH_CHECK_TYPE: BATCH_CHECK_CLASS}  # the types every runner knows
+            declared = own.get(job_type) or self._declaration.job_type(job_type).class_path
             cls = self._load(declared)
             with self._lock:
                 self._classes[job_type] = cls

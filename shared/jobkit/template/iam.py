@@ -40,13 +40,15 @@ READ_ACTIONS, CANCEL_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"], ["dynamod
 #: What reading one job's cancellation, status or delivery claim takes: an item each, never a query.
 GET_ITEM = ["dynamodb:GetItem"]
 #: What keeping a batch takes: conditional updates (alone and in transactions) and reads of its items at once.
-BATCH_ACTIONS = ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"]
+BATCH_ACTIONS = ["dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"]
 
 
 def batch_statements(declaration: Declaration, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Keeping batches, if a type (of ``names``, or any) declares ``batches``."""
+    """Keeping batches, if a type (of ``names``, or any) declares ``batches``, or
+    pushes a type that does (a job may open a batch, and push into it)."""
     types = declaration.types if names is None else names
-    if not any(declaration.types[n].batches for n in types):
+    batched = {n for n, t in declaration.types.items() if t.batches}
+    if not any(n in batched or batched & set(declaration.types[n].pushes) for n in types):
         return []
     return [table_statement("KeepBatches", BATCH_ACTIONS, [BATCH_RECORDS_PATTERN])]
 

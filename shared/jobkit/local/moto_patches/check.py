@@ -48,6 +48,7 @@ NEEDED: tuple[tuple[str, str], ...] = (
     ("moto.dynamodb.models", "DynamoDBBackend.delete_item"),
     ("moto.dynamodb.models", "DynamoDBBackend.transact_write_items"),
     ("moto.dynamodb.models", "DynamoDBBackend.get_table"),
+    ("moto.dynamodb.responses", "DynamoHandler.transact_get_items"),
     ("moto.dynamodb.models", "copy"),
     ("moto.dynamodb.models.table", "Table"),
     ("moto.dynamodb.models", "DynamoDBBackend.execute_statement"),

@@ -1,5 +1,5 @@
 """moto's DynamoDB item operations one at a time, so a conditional write is
-atomic, as on AWS (:func:`serial_dynamodb`)."""
+atomic, and a transaction's read one snapshot, as on AWS (:func:`serial_dynamodb`)."""
 
 from __future__ import annotations
 
@@ -38,10 +38,15 @@ def serial_dynamodb() -> Iterator[None]:
 
         return run
 
+    # a transaction's read is moto's handler reading one item after another: one snapshot on AWS
+    handler_class = importlib.import_module("moto.dynamodb.responses").DynamoHandler
+    snapshot = handler_class.transact_get_items
     for name, operation in originals.items():
         setattr(backend_class, name, serialised(operation))
+    handler_class.transact_get_items = serialised(snapshot)
     try:
         yield
     finally:
+        handler_class.transact_get_items = snapshot
         for name, operation in originals.items():
             setattr(backend_class, name, operation)

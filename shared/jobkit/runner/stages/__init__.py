@@ -151,7 +151,9 @@ STAGES: tuple[StageSpec, ...] = (
         "batch",
         _M + "batch:BatchSettle",
         table_and_option("batches"),
-        "counts a batch member's end once, and pushes the batch's callbacks when every member has ended",
+        "counts a batch member's end once, and pushes the batch's callbacks when every member has ended;"
+        " answers a batch's check",
+        (Outcome.SUCCEEDED,),
     ),
     # Cancellation before the delay hop: a delayed job is dropped at its next hop.
     StageSpec(
