@@ -1018,6 +1018,15 @@ class JobModel(RuleBasedStateMachine):
                 if state != "withdrawn"
             }
             assert members <= set(states), f"batch {batch_id}: sent, never counted in: {members - set(states)}"
+            for key in [k for k in members if sent[k].type == "parent" and evidence[k].succeeded]:
+                # a member's children joined its batch (the IDs a parent's pushes derive)
+                children = {
+                    by_job(
+                        "once", self.domain, derived_job_id(sent[key], JobSpecification("once", {"n": n, "script": {}}))
+                    )
+                    for n in range(2)
+                }
+                assert children <= members, f"batch {batch_id}: children of {key} not in it: {children - members}"
             for key, state in states.items():
                 if key not in members:  # counted in, never sent: its push failed, and so did taking it out
                     assert state == PENDING and table_faults, f"batch {batch_id}: {key} unsent yet {state}"
