@@ -25,8 +25,16 @@ def moto_server() -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    # with the local stack's transactions (moto's own copy the whole table to roll one back: a batch
+    # member's end would cost the table, and 2,000 of them exhaust the machine), one item operation at a time
+    launch = (
+        "import sys; from moto.server import main;"
+        " from jobkit.local.moto_patches import item_rollback_transactions, serial_dynamodb;"
+        " patches = [item_rollback_transactions(), serial_dynamodb()];"
+        " [p.__enter__() for p in patches]; main(sys.argv[1:])"
+    )
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-c", launch, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

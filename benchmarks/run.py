@@ -193,7 +193,7 @@ def render(r: dict[str, Any]) -> str:
         "remove_duplicates, duplicate": "≤ 1",
         "leaf": "≤ 0.1",
         "cancellable, nothing cancelled": "≤ 0.1",
-        "batch member, ends": "≤ 1 (≤ 2 items written)",
+        "batch member, ends": "≤ 1.1 (≤ 2 items written)",
     }
     for name, f in r["runner"]["jobkit"].items():
         lines.append(

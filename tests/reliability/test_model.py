@@ -1211,7 +1211,8 @@ class JobModel(RuleBasedStateMachine):
         key, pushed no earlier, that covers it: that job succeeded in a run that
         began after the debounced job was ready (accepted by SQS, and released),
         or is dead-lettered (its failure stands for both), or is a duplicate of
-        such a run of the key, or was debounced in turn by a job that covers
+        a run of the key that began after the job was pushed (duplicates count
+        from the push), or was debounced in turn by a job that covers
         it. An owner that was superseded, or never ran, covers nothing; neither
         does a run that began before the job was sent (a producer's slow clock)
         or before its release time. A debounced delivery of a job that is
@@ -1248,8 +1249,11 @@ class JobModel(RuleBasedStateMachine):
             cancelled_at = self._cancelled_at(owner)
             if fate.cancelled and cancelled_at is not None and (debounced_at[job] <= cancelled_at or job in self.lost):
                 return True  # folded into the owner's run before that run was cancelled
-            if fate.deduplicated and any(runs_after(k, at) for k in sent if window(k) == window(job)):
-                return True  # a twin of its key ran after
+            # a twin of its key ran after the job was pushed: the owner was a duplicate of it, and a
+            # duplicate counts from the push, not the release (remove_duplicates: an identical job
+            # that started after it was enqueued and succeeded)
+            if fate.deduplicated and any(runs_after(k, min(accepted[job])) for k in sent if window(k) == window(job)):
+                return True
             seen = seen | {owner}
             return any(covers(next_owner, job, seen) for next_owner in debounced_by.get(owner, set()) - seen)
 

@@ -30,7 +30,7 @@ def results(**overrides: Any) -> dict[str, Any]:
                 "leaf": {"dynamodb_requests_per_job": 0.0005},
                 "cancellable, nothing cancelled": {"dynamodb_requests_per_job": 0.1},
                 "batch member, pushed": {"dynamodb_requests_per_job": 0.8, "dynamodb_writes_per_job": 1.9},
-                "batch member, ends": {"dynamodb_requests_per_job": 0.9, "dynamodb_writes_per_job": 1.8},
+                "batch member, ends": {"dynamodb_requests_per_job": 1.1, "dynamodb_writes_per_job": 2.0},
             }
         },
         "runner_logged": {"ratio": 0.9},
