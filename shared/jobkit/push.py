@@ -204,7 +204,7 @@ class JobQueueGroup(JobControlMethods, BatchMethods):
             return []
         now, shared = self._shared.clock.now(), self._shared
         # A batch's members are counted in before they are sent (jobkit.batches.members).
-        members = [self._with_domain(s) for s in specs]
+        members = [self._with_domain(s) for s in specs if s.batch is not None]  # (most pushes: none)
         pusher = self._child_ids.parent if self._child_ids is not None else None
         enrolled = enrol(shared.declaration, shared.records, members, now, pusher=pusher)
         # One correlation ID per push() outside a request or job (see jobkit.core.correlation).

@@ -10,9 +10,12 @@ with its reason after the queue's attempts; redriven, it checks again.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from jobkit.core.resources import BATCH_CHECK_TYPE
 from jobkit.declaration.config import JobType, QueueConfig
 from jobkit.declaration.type_options import Backoff
+from jobkit.jobs.canary import canary_type
 from jobkit.jobs.job import Job
 
 __all__ = ["BATCH_CHECK_CLASS", "BATCH_CHECK_TYPE", "BATCH_PARAM", "BatchCheckJob", "check_type"]
@@ -33,17 +36,13 @@ class BatchCheckJob(Job):
 
 
 def check_type(queue: QueueConfig) -> JobType:
-    """A batch's check as the runner of ``queue`` serves it: the queue's attempts
-    and timeout, retried within a minute or two."""
-    return JobType(
+    """A batch's check as the runner of ``queue`` serves it: as the canary is
+    (the queue's attempts and timeout, no flow control), untracked, and retried
+    within a minute or two."""
+    return replace(
+        canary_type(queue),
         name=BATCH_CHECK_TYPE,
         class_path=BATCH_CHECK_CLASS,
-        queue=queue.name,
-        max_attempts=queue.max_receive_count,
-        timeout_s=queue.timeout_s,
-        memory_mb=queue.memory_mb,
-        batch_size=queue.batch_size,
-        max_concurrency=queue.max_concurrency,
         backoff=Backoff(base_s=30.0, factor=2.0, cap_s=300.0, jitter=0.2),
-        fairness=None,
+        track_status=False,
     )
