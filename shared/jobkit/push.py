@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from jobkit.batches.chains import ChainMethods
 from jobkit.batches.control import BatchKeeper, BatchMethods
 from jobkit.batches.members import enrol
 from jobkit.core.clock import Clock, SystemClock
@@ -92,7 +93,7 @@ class _Shared:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class JobQueueGroup(JobControlMethods, BatchMethods):
+class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
     """Pushes jobs for one domain (MediaWiki's JobQueueGroup for one wiki).
 
     Apps get one with ``jobkit.queue_group(domain)``, which :mod:`jobkit.wiring`
@@ -315,6 +316,9 @@ class JobQueueGroup(JobControlMethods, BatchMethods):
         # a callback is no member: pushed through a group no job's pushes pass through (they join its batch)
         group = self if self._child_ids is None else JobQueueGroup(self.domain, _shared=shared)
         return BatchKeeper(shared.records, shared.clock, group.push, declaration=shared.declaration)
+
+    def _chain_parts(self) -> tuple[Declaration, float]:
+        return self._shared.declaration, self._shared.clock.now()
 
     # -- internals -------------------------------------------------------------
 

@@ -58,7 +58,7 @@ def test_the_end_is_decided_on_a_snapshot_not_on_counts_read_while_children_join
     # Two reads of the counts, each torn: it reads a child's shard before the child joins, and its
     # parent's after the parent ends. Keys are the batch's item, then shards 0 to 15.
     table.tears = [(9, joins_then_ends(child, parent)), (2, joins_then_ends(grandchild, child))]
-    keeper = BatchKeeper(records, clock, pushed.append)
+    keeper = BatchKeeper(records, clock, pushed.extend)
     assert keeper.push_due(ref) == [] and pushed == []  # a torn read said it ended: the snapshot did not
     for _, writes in table.tears:  # what the second read would have seen written meanwhile
         writes()

@@ -22,13 +22,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from types import TracebackType
 
+from jobkit.batches.chains import advance, is_next_step
 from jobkit.core.clock import Clock
 from jobkit.core.errors import BatchError, JobQueueError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration
 from jobkit.records import BATCH_RECORD_TTL_S
-from jobkit.records.batches import ENDS, BatchRecord, BatchRef, Callback, Counts
+from jobkit.records.batches import ENDS, BatchRecord, BatchRef, Callback, Counts, clean_description
 from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class BatchKeeper:
         self,
         records: Records,
         clock: Clock,
-        push: Callable[[JobSpecification], object],
+        push: Callable[[list[JobSpecification]], object],
         *,
         declaration: Declaration | None = None,
         claim_s: float = APP_CLAIM_S,
@@ -76,6 +77,11 @@ class BatchKeeper:
         )
         now = self._clock.now()
         return self._records.batches.open(ref, complete, success, description, now, int(now) + BATCH_RECORD_TTL_S)
+
+    def open_step(self, ref: BatchRef, rest: Callback | None, description: str) -> float | None:
+        """Open a chain step's batch (:mod:`jobkit.batches.chains`), whose ``on_success`` is the rest of the chain."""
+        now = self._clock.now()
+        return self._records.batches.open(ref, None, rest, description, now, int(now) + BATCH_RECORD_TTL_S)
 
     def seal(self, ref: BatchRef) -> BatchRecord:
         """Seal the batch, and push its callbacks if every member had ended already."""
@@ -109,19 +115,27 @@ class BatchKeeper:
             if not batches.claim(ref, name, owner, now, now + self._claim_s):
                 continue  # pushed, or being pushed, by another
             try:
-                self._push(callback_spec(record, name))
+                self._fire(record, name)
             except JobQueueError as refused:
                 if not _permanent(refused):
                     batches.release(ref, name, owner)
                     raise
                 # it could never be pushed (its params break a schema deployed since): said, not tried again
-                log.error("batch %s: its %s cannot be pushed, and never will: %s", ref.batch_id, name, refused)
+                what = "next step" if is_next_step(getattr(record, name)) else name
+                log.error("batch %s: its %s cannot be pushed, and never will: %s", ref.batch_id, what, refused)
             except Exception:
                 batches.release(ref, name, owner)
                 raise
             batches.fired(ref, name, owner, self._clock.now())
             pushed.append(name)
         return pushed
+
+    def _fire(self, record: BatchRecord, name: str) -> None:
+        callback = getattr(record, name)
+        if is_next_step(callback):  # a chain's step succeeded: its next one
+            advance(self, self._records, self._push, record, callback)
+        else:
+            self._push([callback_spec(record, name)])
 
     def _callback(self, name: str, spec: JobSpecification | None, ref: BatchRef) -> Callback | None:
         if spec is None:
@@ -288,7 +302,7 @@ class BatchMethods:
         """
         ref = BatchRef(_batch_id(id), self.domain)
         keeper = self._batch_keeper()
-        sealed = keeper.open(ref, on_complete, on_success, _description(description))
+        sealed = keeper.open(ref, on_complete, on_success, clean_description(description))
         if sealed is not None and id is not None:
             raise BatchError(f"batch {ref.batch_id!r} is sealed: it takes no more pushes but its members' own")
         return Batch(keeper, ref, self.push, sealed is not None)
@@ -307,9 +321,3 @@ def _batch_id(value: str | None) -> str:
     if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         raise BatchError(f"a batch ID must match {ID_PATTERN.pattern}, got {value!r}")
     return value
-
-
-def _description(value: str) -> str:
-    if not isinstance(value, str):
-        raise BatchError(f"a batch's description is text, got {type(value).__name__}")
-    return " ".join(value.split())[:500]

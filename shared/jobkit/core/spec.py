@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from jobkit.core.chain_link import ChainLink
 from jobkit.core.errors import SpecError
 from jobkit.core.time_hints import ahead as _ahead
 from jobkit.core.time_hints import milliseconds_hint as _milliseconds_hint
@@ -31,6 +32,7 @@ from jobkit.core.wire import (
     TYPE_PATTERN,
     WIRE_VERSION,
     batch_id,
+    chain_link,
     decode,
     is_number,
     short,
@@ -94,6 +96,8 @@ class JobSpecification:
         id: the job ID; a new UUID if not given.
         batch: the ID of the batch it is a member of (:meth:`jobkit.JobQueueGroup.batch`
             sets it); its body is then of wire version 2.
+        chain: the chain step it is a job of (:meth:`jobkit.JobQueueGroup.chain` sets
+            it), with what the step before left for it; a chain step's job is a batch member.
         extra_fields: body fields this jobkit does not know (a newer producer's
             optional ones, docs/wire-format.md), written back into the body as
             given; :meth:`from_dict` keeps a body's. None may be a field jobkit
@@ -103,6 +107,7 @@ class JobSpecification:
     __slots__ = (
         "_id_generated",
         "batch",
+        "chain",
         "delay",
         "domain",
         "enqueued_at",
@@ -129,6 +134,7 @@ class JobSpecification:
         enqueued_at: float | None = None,
         extra_fields: Mapping[str, Any] | None = None,
         batch: str | None = None,
+        chain: ChainLink | None = None,
     ) -> None:
         if not isinstance(type, str) or not TYPE_PATTERN.fullmatch(type):
             raise SpecError(f"job type must be a name like 'htmlCacheUpdate', got {type!r}")
@@ -157,6 +163,9 @@ class JobSpecification:
         if batch is not None and (not isinstance(batch, str) or not ID_PATTERN.fullmatch(batch)):
             raise SpecError(f"{type}: batch ID must match {ID_PATTERN.pattern}, got {batch!r}")
         self.batch = batch
+        if chain is not None and (not isinstance(chain, ChainLink) or batch is None):
+            raise SpecError(f"{type}: chain must be a ChainLink, and a chain step's job is a batch member")
+        self.chain = chain
         self.extra_fields: dict[str, Any] = dict(extra_fields or {})
         _check_extra_fields(self.type, self.extra_fields)
 
@@ -282,6 +291,8 @@ class JobSpecification:
         }
         if self.batch is not None:
             data["batch"] = {"id": self.batch}
+        if self.chain is not None:
+            data["chain"] = self.chain.to_wire()
         if self.remove_duplicates_ignore_params:
             data["removeDuplicatesIgnoreParams"] = list(self.remove_duplicates_ignore_params)
         if self.extra_fields:
@@ -347,6 +358,7 @@ class JobSpecification:
             enqueued_at=float(data["enqueuedAt"]) if is_number(data["enqueuedAt"]) else utc_time(data["enqueuedAt"]),
             extra_fields={name: value for name, value in data.items() if name not in KNOWN_FIELDS},
             batch=batch_id(data["batch"]) if "batch" in data else None,
+            chain=chain_link(data["chain"]) if "chain" in data else None,
         )
 
     # -- value semantics -------------------------------------------------

@@ -22,7 +22,8 @@ with the reason.
 Version 2 is version 1 and ``batch``: the body of a batch's member. A runner
 that did not know batches would run the member and never count it, so the
 batch would never complete: such a runner refuses a v2 body instead. A body
-that is no batch's member stays version 1, so every runner reads it.
+that is no batch's member stays version 1, so every runner reads it. A chain's
+step is a batch, and its jobs' bodies carry ``chain`` beside ``batch``.
 
 Nothing here imports a schema library: the runner's cold start pays for imports.
 """
@@ -32,9 +33,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.core.errors import SpecError
+
+if TYPE_CHECKING:
+    from jobkit.core.chain_link import ChainLink
 
 WIRE_VERSION = 1
 #: A batch member's body: version 1 and ``batch``.
@@ -88,6 +92,7 @@ _FIELDS = {
     "removeDuplicatesIgnoreParams",
     "priorAttempts",
     "batch",
+    "chain",
 }
 _REQUIRED = ("v", "id", "type", "params", "enqueuedAt")
 #: The fields v1 and v2 name: jobkit's own. Any other is a newer producer's optional one.
@@ -266,6 +271,10 @@ def validate(data: Any) -> None:
             raise SpecError(f"field {field!r} must be {expected}, got {got}")
     if "batch" in data:
         batch_id(data["batch"])
+    if "chain" in data:
+        if "batch" not in data:
+            raise SpecError("field 'chain' is a chain step's, and a step's jobs are its batch's: it needs 'batch'")
+        chain_link(data["chain"])
     validate_root_params(data["params"])
 
 
@@ -279,6 +288,23 @@ def batch_id(value: Any) -> str:
     if unknown:
         raise SpecError(f"field 'batch' has key(s) that are not identifiers: {short(', '.join(unknown))}")
     return str(value["id"])
+
+
+def chain_link(value: Any) -> ChainLink:
+    """A body's ``chain`` field: ``{"id": "...", "step": 2, "previousResult": ...}``."""
+    from jobkit.core.chain_link import MAX_STEPS, ChainLink
+
+    if not (isinstance(value, dict) and isinstance(value.get("id"), str) and ID_PATTERN.fullmatch(value["id"])):
+        raise SpecError(
+            f"field 'chain' must be an object with an 'id' matching {ID_PATTERN.pattern}, got {short(value)}"
+        )
+    step = value.get("step")
+    if type(step) is not int or not 1 <= step <= MAX_STEPS:
+        raise SpecError(f"field 'chain' must have a 'step' from 1 to {MAX_STEPS}, got {short(step)}")
+    unknown = sorted(name for name in value if not FIELD_NAME_PATTERN.fullmatch(name))
+    if unknown:
+        raise SpecError(f"field 'chain' has key(s) that are not identifiers: {short(', '.join(unknown))}")
+    return ChainLink(value["id"], step, value.get("previousResult"))
 
 
 def validate_root_params(params: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from jobkit.core.spec import JobSpecification, new_root_job_params
 from jobkit.status.tracker import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
+    from jobkit.core.chain_link import ChainLink
     from jobkit.declaration.config import JobType
 
 
@@ -66,6 +67,7 @@ class JobContext:
             that declare ``track_status``; writes nothing for the others.
         cancelled: whether a cancellation covers the job (``cancellable``
             types; always False for the others).
+        chain: the chain step the job is of (:meth:`jobkit.JobQueueGroup.chain`), or None.
     """
 
     attempt: int = 1
@@ -74,6 +76,16 @@ class JobContext:
     status: StatusTracker = field(default=NO_STATUS, repr=False)
     cancelled: Callable[[], bool] = field(default=_never_cancelled, repr=False)
     _queue_group: Callable[[], QueueGroup] = field(default=_no_queue_group, repr=False)
+    chain: ChainLink | None = None
+
+    @property
+    def previous_result(self) -> Any:
+        """What the chain's step before this job's left: its one job's result,
+        if that job's type declares ``track_status``; otherwise its batch's
+        summary (``{"id", "total", "pending", "succeeded", ...}``, counting the
+        jobs the step pushed too). None outside a chain, in its first step, or
+        after a job that set no result."""
+        return self.chain.previous_result if self.chain is not None else None
 
     @property
     def queue_group(self) -> QueueGroup:

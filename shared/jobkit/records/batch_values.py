@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobkit.core.errors import BatchError
+
 #: The shards of a batch's counts.
 SHARDS = 16
 #: The ends a member may have, each a count of the batch.
@@ -109,3 +111,10 @@ class BatchRecord:
 def shard_of(member: Member) -> int:
     """A member's shard: a hash of its type and ID."""
     return zlib.crc32(f"{member.job_type}#{member.job_id}".encode()) % SHARDS
+
+
+def clean_description(value: str) -> str:
+    """A batch's description as its record keeps it: one line, at most 500 characters."""
+    if not isinstance(value, str):
+        raise BatchError(f"a batch's description is text, got {type(value).__name__}")
+    return " ".join(value.split())[:500]

@@ -53,6 +53,7 @@ from jobkit.records.batch_values import (
     Callback,
     Counts,
     Member,
+    clean_description,
     shard_of,
 )
 from jobkit.records.items import number, optional_text
@@ -391,5 +392,6 @@ __all__ = [
     "Callback",
     "Counts",
     "Member",
+    "clean_description",
     "shard_of",
 ]

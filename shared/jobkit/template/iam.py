@@ -11,7 +11,9 @@ when the type declares the option that writes them
 (:func:`jobkit.records.keys.kinds_used`). It reads, and never writes, its
 ``cancellable`` types' cancellations: only apps (the producer policy) and
 operators cancel. A runner of a ``batches`` type counts members and pushes
-callbacks in any batch (a batch spans types: its records are keyed by batch).
+callbacks in any batch (a batch spans types: its records are keyed by batch),
+and reads the result of a ``batches`` type's job that was a chain's step, for
+the step after it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ def batch_statements(declaration: Declaration, names: Iterable[str] | None = Non
     batched = {n for n, t in declaration.types.items() if t.batches}
     if not any(n in batched or batched & set(declaration.types[n].pushes) for n in types):
         return []
-    return [table_statement("KeepBatches", BATCH_ACTIONS, [BATCH_RECORDS_PATTERN])]
+    statements = [table_statement("KeepBatches", BATCH_ACTIONS, [BATCH_RECORDS_PATTERN])]
+    # a chain's next step gets its step's one job's result: a batches type's status record
+    results = [kind_pattern(n, Kind.STATUS) for n in sorted(batched) if declaration.types[n].track_status]
+    if results:
+        statements.append(table_statement("ReadStepResults", GET_ITEM, results))
+    return statements
 
 
 def cancellable_types(declaration: Declaration, names: Iterable[str] | None = None) -> list[str]:

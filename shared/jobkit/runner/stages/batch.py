@@ -6,8 +6,8 @@ the runner pushes its callbacks (:class:`jobkit.batches.control.BatchKeeper`).
 The ends of one SQS batch are counted together, per batch, when the SQS
 batch is done. A count (or a callback's push) that still fails after a few
 tries sends the member's message back (a batch item failure): its redelivery
-counts the end again, a ``deliver_once`` or ``track_status`` member without
-running again, any other member by running again, as after a crash. A
+counts the end again, a ``deliver_once`` member without running again, any
+other member by running again, as after a crash. A
 dead-lettered member's end that cannot be counted stays pending: its dead
 letter, redriven, ends it again. Ends that were counted, but whose batch's
 callbacks could not be pushed, with no message of their own to send back

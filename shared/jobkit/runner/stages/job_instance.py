@@ -38,7 +38,9 @@ class JobInstance(Stage):
 
     def _context(self, delivery: Delivery) -> JobContext:
         factory, spec = self._group_factory, delivery.spec
-        context = JobContext(attempt=delivery.attempt, job_type=delivery.job_type, status=delivery.status)
+        context = JobContext(
+            attempt=delivery.attempt, job_type=delivery.job_type, status=delivery.status, chain=spec.chain
+        )
         if delivery.cancel_watch is not None:
             context.cancelled = delivery.cancel_watch
         if delivery.context is not None:
