@@ -286,3 +286,30 @@ def test_a_step_job_body_carries_its_chain_beside_its_batch(local: LocalStack) -
     ):
         with pytest.raises(SpecError, match=words):
             JobSpecification.from_message(bad)
+
+
+def test_jobkit_batch_names_a_step_s_next_step_and_starting_the_chain_again_pushes_one_left_due(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    import json
+
+    from jobkit.records.batches import BatchRef
+
+    group = local.queue_group("wiki")
+    steps = [step("render", "r"), step("announce", "a")]
+    group.chain(steps, id="shown")
+    result = jobkit(local, jobs_toml, "batch", "shown-1", "--domain", "wiki")
+    assert "on_success (the next step of chain shown, batch shown-2): not yet" in result.output, result.output
+    # the step ends, and the claim of its next step is taken by a pusher that dies (never released)
+    records = local.records.batches
+    ref = BatchRef("shown-1", "wiki")
+    assert records.claim(ref, "on_success", "dead", local.clock.now(), local.clock.now() + 1)
+    local.drain()
+    assert [name for _, name, _ in STEPS] == ["r"]
+    report = json.loads(jobkit(local, jobs_toml, "batch", "shown-1", "--domain", "wiki", "--json").stdout)
+    assert report["callbacks"]["on_success"]["next_step"] == {"chain": "shown", "step": 2, "batch": "shown-2"}
+    assert report["callbacks"]["on_success"]["pushed_at"] is None
+    local.clock.advance(2)  # its claim expired; the app starts the chain again
+    group.chain(steps, id="shown")
+    local.drain()
+    assert [name for _, name, _ in STEPS] == ["r", "a"]

@@ -63,6 +63,7 @@ class BatchKeeper(Protocol):
     def open_step(self, ref: BatchRef, rest: Callback | None, description: str) -> float | None: ...
     def seal(self, ref: BatchRef) -> BatchRecord: ...
     def read(self, ref: BatchRef) -> BatchRecord | None: ...
+    def push_due(self, ref: BatchRef) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,12 @@ def start(
             f" the {MAX_STEPS_BYTES:,} a chain's record may hold: pass references in params instead"
         )
     ref = BatchRef(step_batch_id(chain_id, 1), domain)
-    _push_step(keeper, push, ref, ChainLink(chain_id, 1), stored[0], rest, description)
+    if not _push_step(keeper, push, ref, ChainLink(chain_id, 1), stored[0], rest, description):
+        # started before: push a next step that is due and not pushed (its push failed, and no retry came)
+        for step in range(2, len(stored) + 1):
+            keeper.push_due(BatchRef(step_batch_id(chain_id, step - 1), domain))
+            if keeper.read(BatchRef(step_batch_id(chain_id, step), domain)) is None:
+                break
     return Chain(chain_id, domain, len(stored))
 
 
@@ -140,9 +146,10 @@ def _push_step(
     jobs: list[dict[str, Any]],
     rest: Callback | None,
     description: str,
-) -> None:
+) -> bool:
+    """Open the step's batch, push its jobs and seal it; False if it was sealed (pushed before)."""
     if keeper.open_step(ref, rest, description) is not None:
-        return  # sealed: pushed before
+        return False
     specs = [
         JobSpecification(
             job["type"],
@@ -156,6 +163,7 @@ def _push_step(
     ]
     push(specs)
     keeper.seal(ref)
+    return True
 
 
 def _rest(

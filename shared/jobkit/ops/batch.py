@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from jobkit.batches.chains import is_next_step, step_batch_id
 from jobkit.core.errors import JobKitError
-from jobkit.records.batches import CALLBACKS, ENDS, PENDING, BatchRecord, BatchRef, Member
+from jobkit.records.batches import CALLBACKS, ENDS, PENDING, BatchRecord, BatchRef, Callback, Member
 from jobkit.records.cancellations import when
 from jobkit.records.store import Records
 
@@ -32,7 +33,7 @@ class BatchReport:
             "ended": record.complete,
             "counts": record.counts.summary(),
             "callbacks": {
-                name: {"type": callback.job_type, "pushed_at": record.fired.get(name)}
+                name: {"type": callback.job_type, "pushed_at": record.fired.get(name), **_next_step(callback)}
                 for name in CALLBACKS
                 if (callback := getattr(record, name)) is not None
             },
@@ -61,8 +62,10 @@ class BatchReport:
             callback = getattr(record, name)
             if callback is not None:
                 fired = record.fired.get(name)
+                step = _next_step(callback).get("next_step")
+                what = f"the next step of chain {step['chain']}, batch {step['batch']}" if step else callback.job_type
                 lines.append(
-                    f"  {name} ({callback.job_type}): "
+                    f"  {name} ({what}): "
                     + (f"pushed at {when(fired)}" if fired is not None else _why_not(record, name))
                 )
         if self.pending:
@@ -73,11 +76,21 @@ class BatchReport:
         return "\n".join(lines)
 
 
+def _next_step(callback: Callback) -> dict[str, Any]:
+    """A chain step's ``on_success`` (:mod:`jobkit.batches.chains`): which step it pushes."""
+    if not is_next_step(callback):
+        return {}
+    chain, step = str(callback.params.get("chain")), int(callback.params.get("step", 0))
+    return {"next_step": {"chain": chain, "step": step, "batch": step_batch_id(chain, step)}}
+
+
 def _why_not(record: BatchRecord, name: str) -> str:
     if not record.complete:
         return "not yet: the batch has not ended"
     if name == "on_success" and record.counts.failures:
         return f"not pushed: {record.counts.failures} member(s) dead-lettered or cancelled (redrive them)"
+    if is_next_step(getattr(record, name)):
+        return "due, not pushed yet: start the chain again (group.chain with its ID and steps) to push it"
     return "due, not pushed yet: seal the batch again to push it"
 
 
