@@ -42,6 +42,7 @@ class FailBatchEntries:
     Args:
         match: which entries to fail (gets the request entry).
         times: how many calls to interfere with (then it passes everything).
+        only_matching: count only the calls that have an entry to fail.
     """
 
     def __init__(
@@ -52,8 +53,10 @@ class FailBatchEntries:
         code: str = "InternalError",
         sender_fault: bool = False,
         times: int = 1_000_000,
+        only_matching: bool = False,
     ) -> None:
         self._match, self._code, self._sender_fault, self.remaining = match, code, sender_fault, times
+        self._only_matching = only_matching
         self.failed_entries = 0
         self._events = client.meta.events
         self._handlers: list[tuple[str, Callable[..., Any]]] = [
@@ -70,7 +73,7 @@ class FailBatchEntries:
             self._events.unregister(event, handler)
 
     def _take_out(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-        if self.remaining <= 0:
+        if self.remaining <= 0 or (self._only_matching and not any(map(self._match, params["Entries"]))):
             return
         self.remaining -= 1
         removed = [e for e in params["Entries"] if self._match(e)]

@@ -313,3 +313,22 @@ def test_jobkit_batch_names_a_step_s_next_step_and_starting_the_chain_again_push
     group.chain(steps, id="shown")
     local.drain()
     assert [name for _, name, _ in STEPS] == ["r", "a"]
+
+
+def test_a_step_pushed_in_part_is_pushed_again_with_the_same_ids_and_each_job_runs_once(local: LocalStack) -> None:
+    import json
+
+    from faults import FailBatchEntries
+
+    def second(entry: dict[str, Any]) -> bool:
+        return json.loads(entry["MessageBody"])["params"].get("name") == "b"
+
+    fault = FailBatchEntries(local.sqs, second, only_matching=True, times=6)  # past push's own retries
+    group = local.queue_group("wiki")
+    group.chain([step("render", "r"), [step("purge", "a"), step("purge", "b")], step("announce", "z")], id="part")
+    local.drain()
+    fault.remove()
+    assert fault.failed_entries == 6
+    assert sorted(name for _, name, _ in STEPS) == ["a", "b", "r", "z"]
+    record = group.chain_status("part")[1]
+    assert (record.counts.added, record.counts.ends["succeeded"]) == (2, 2)

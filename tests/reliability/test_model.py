@@ -88,6 +88,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 from ledger import Category, Fate, SentJobs, by_job, fates, key_of, reason
 
 from jobkit import JobQueueGroup, JobSpecification
+from jobkit.batches.chains import is_next_step, step_batch_id
 from jobkit.batches.control import Batch, callback_spec
 from jobkit.batches.options import with_batch_callbacks
 from jobkit.core.clock import VirtualClock
@@ -153,6 +154,8 @@ _TYPES["reached"] = dataclasses.replace(
     batches=False,
     batch_callback=True,
 )
+#: a chain's later steps: pushed by the runner that ends the step before, so a batch_callback type too
+_TYPES["step"] = dataclasses.replace(_TYPES["plain"], name="step", batches=True, batch_callback=True)
 DECLARATION = dataclasses.replace(_DECLARED, types=with_batch_callbacks(_TYPES))
 QUEUES = sorted(DECLARATION.queues)
 #: The remove_duplicates types, and the params each leaves out of its dedup hash.
@@ -219,6 +222,11 @@ CANCELLABLE = sorted(name for name, t in DECLARATION.types.items() if t.cancella
 OTHER_DOMAIN = st.booleans()
 
 
+def _second_step_job(entry: dict[str, Any]) -> bool:
+    body = json.loads(entry["MessageBody"])
+    return body["type"] == "step" and body["params"].get("n") == 1
+
+
 class Harness:
     """The stack, the ledger's hooks and the faults, shared by every example."""
 
@@ -240,6 +248,8 @@ class Harness:
             "dynamodb 5xx": FailCalls(dynamodb, "dynamodb.*", codes=[DYNAMODB_SERVER_ERROR]),
             "SendMessageBatch": FailCalls(sqs, "sqs.SendMessageBatch", codes=[SQS_THROTTLE, SQS_SERVER_ERROR]),
             "SendMessageBatch entries": FailBatchEntries(sqs, lambda entry: int(entry["Id"]) % 2 == 0),
+            # the second job of a chain's step, when a runner pushes the step: the first is sent
+            "a chain step's second job": FailBatchEntries(sqs, _second_step_job, only_matching=True),
             "SendMessage to a DLQ": FailCalls(
                 sqs, "sqs.SendMessage", codes=[SQS_SERVER_ERROR], match=lambda p: p["QueueUrl"].endswith("-dlq")
             ),
@@ -350,6 +360,9 @@ class JobModel(RuleBasedStateMachine):
         # batch ID -> whether the app's seal of it returned (a seal that raised is called again at the end)
         self.batches: dict[str, bool] = {}
         self.handles: dict[str, Batch] = {}
+        # chain ID -> its steps, and whether the app's start of it returned (started again at the end if not)
+        self.chains: dict[str, list[list[JobSpecification]]] = {}
+        self.chains_started: dict[str, bool] = {}
         self.table_faults_before = self._table_faults()
 
     def _table_faults(self) -> int:
@@ -643,6 +656,46 @@ class JobModel(RuleBasedStateMachine):
             root = new_root_job_params(self._new_id("edit"), self.clock.now())
             return JobSpecification("leaf", {"script": {**script, "leaves": 2}, "n": n, **root})
         return JobSpecification(job_type, {"key": "a", "script": script, "n": n})
+
+    @rule(
+        first=st.lists(st.tuples(st.sampled_from(_BATCHED), SCRIPTS), min_size=1, max_size=2),
+        later=st.lists(st.lists(SCRIPTS, min_size=1, max_size=2), min_size=1, max_size=2),
+        fault=st.sampled_from([None, None, "SendMessageBatch entries", "dynamodb 5xx"]),
+        step_fault=st.booleans(),
+    )
+    def push_a_chain(
+        self,
+        first: list[tuple[str, dict[str, Any]]],
+        later: list[list[dict[str, Any]]],
+        fault: str | None,
+        step_fault: bool,
+    ) -> None:
+        # An app's chain: a first step of members of every option (a parent's children and a
+        # root's leaves join it), then steps of one or two jobs, each pushed when the one before
+        # succeeded; its start may fail part way (the app starts it again, at the end)
+        chain_id = self._new_id("chain")
+        steps = [[self._member(job_type, script, n) for n, (job_type, script) in enumerate(first)]]
+        steps += [
+            [JobSpecification("step", {"key": "a", "script": s, "n": n}) for n, s in enumerate(jobs)] for jobs in later
+        ]
+        self.chains[chain_id], self.chains_started[chain_id] = steps, False
+        self.h.jobs += sum(map(len, steps))
+        self.start_a_chain(chain_id, fault)
+        if step_fault:  # a runner pushes a step of two, now, past push's own retries: it pushes it again
+            self.h.faults["a chain step's second job"].remaining = 6
+            self._drain_everything()
+            self.h.faults["a chain step's second job"].remaining = 0
+
+    def start_a_chain(self, chain_id: str, fault: str | None = None) -> None:
+        if fault is not None:
+            self.h.faults[fault].remaining = 1
+        try:
+            with contextlib.suppress(JobKitError):  # some sent, or none (the table is down): started again
+                self.group.chain(self.chains[chain_id], id=chain_id)
+                self.chains_started[chain_id] = True
+        finally:
+            if fault is not None:
+                self.h.faults[fault].remaining = 0
 
     @precondition(lambda self: any(not sealed for sealed in self.batches.values()))
     @rule(data=st.data())
@@ -944,6 +997,10 @@ class JobModel(RuleBasedStateMachine):
             for batch_id in [b for b, sealed in self.batches.items() if not sealed]:
                 self.seal_a_batch(batch_id)
             self._drain_everything()
+        if not all(self.chains_started.values()):
+            for chain_id in [c for c, started in self.chains_started.items() if not started]:
+                self.start_a_chain(chain_id)
+            self._drain_everything()
         self._check()
 
     def _drain_everything(self) -> None:
@@ -995,7 +1052,32 @@ class JobModel(RuleBasedStateMachine):
         self._check_children(evidence)
         self._check_redrives(evidence)
         self._check_cancellations(evidence)
+        self._check_chains()
         self._check_batches(evidence)
+
+    def _check_chains(self) -> None:
+        """Each chain pushed a step only after the step before had ended with no
+        failure, and pushed it once that step had (its batch is then checked as
+        any other). A chain stops only at a step with a failure, or one that waits."""
+        batches = self.h.stack.records.batches
+        for chain_id, steps in self.chains.items():
+            assert self.chains_started[chain_id], f"chain {chain_id}: never started"
+            before = None
+            for n in range(1, len(steps) + 1):
+                record = batches.read(BatchRef(step_batch_id(chain_id, n), self.domain))
+                if before is not None:
+                    ok = before.counts.pending == 0 and before.counts.failures == 0
+                    assert (record is not None) == ok, (
+                        f"chain {chain_id}: step {n - 1} ended {before.counts}, step {n} "
+                        + ("pushed" if record is not None else "never pushed")
+                    )
+                if record is None:
+                    break
+                assert record.sealed_at is not None, f"chain {chain_id}: step {n} not sealed"
+                if n > 1:  # its jobs push none: each counted in once, however often its push was made
+                    assert record.counts.added == len(steps[n - 1]), f"chain {chain_id}: step {n}: {record.counts}"
+                self.batches.setdefault(record.ref.batch_id, True)  # checked as every batch is
+                before = record
 
     def _check_batches(self, evidence: dict[str, Fate]) -> None:
         """Each batch counted its members once, and pushed each callback once, when it
@@ -1050,9 +1132,13 @@ class JobModel(RuleBasedStateMachine):
                 if key not in disturbed and expected is not None:
                     assert state in expected, f"batch {batch_id} counted {state}: {fate.describe()}"
             if record.counts.pending == 0:
-                pushed = {"on_complete"} | ({"on_success"} if record.counts.failures == 0 else set())
+                pushed = {
+                    name
+                    for name in ("on_complete", "on_success")
+                    if getattr(record, name) is not None and (name == "on_complete" or record.counts.failures == 0)
+                }
                 assert set(record.fired) == pushed, f"batch {batch_id}: {record.counts}, pushed {set(record.fired)}"
-                for name in pushed:
+                for name in pushed - {"on_success" if is_next_step(record.on_success) else ""}:
                     # each ran once; or its message shared an invocation that died, and is in a DLQ
                     key = by_job("reached", self.domain, callback_spec(record, name).id)
                     ran = names.count(name) == 1
