@@ -3,17 +3,17 @@ is sealed and ended, the callbacks pushed, and the members it still waits for.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
 from jobkit.batches.chains import is_next_step, step_batch_id
 from jobkit.core.errors import JobKitError
-from jobkit.records.batches import CALLBACKS, ENDS, PENDING, BatchRecord, BatchRef, Callback, Member
+from jobkit.records.batches import CALLBACKS, ENDS, FAILURES, PENDING, BatchRecord, BatchRef, Callback, Member
 from jobkit.records.cancellations import when
 from jobkit.records.store import Records
 
-#: How many pending members a report lists.
+#: How many pending members, and failed ones, a report lists.
 SHOWN_PENDING = 20
 
 
@@ -21,6 +21,7 @@ SHOWN_PENDING = 20
 class BatchReport:
     record: BatchRecord
     pending: list[Member]
+    failed: list[tuple[Member, str]] = field(default_factory=list)  # dead-lettered or cancelled, with which
 
     def to_json(self) -> dict[str, Any]:
         record = self.record
@@ -38,36 +39,45 @@ class BatchReport:
                 if (callback := getattr(record, name)) is not None
             },
             "pending_members": [{"type": m.job_type, "id": m.job_id} for m in self.pending],
+            "failed_members": [{"type": m.job_type, "id": m.job_id, "end": end} for m, end in self.failed],
         }
+
+    def callbacks(self) -> list[tuple[str, str, float | None, str]]:
+        """Each callback: its name, what it pushes, when it was pushed (or None), and why not."""
+        record, found = self.record, []
+        for name in CALLBACKS:
+            callback = getattr(record, name)
+            if callback is not None:
+                step = _next_step(callback).get("next_step")
+                what = f"the next step of chain {step['chain']}, batch {step['batch']}" if step else callback.job_type
+                found.append((name, what, record.fired.get(name), _why_not(record, name)))
+        return found
+
+    def state(self) -> str:
+        record = self.record
+        if record.complete:
+            return "ended"
+        if record.sealed_at is None:
+            return "open (not sealed: more may be pushed)"
+        return f"sealed at {when(record.sealed_at)}, waiting for {record.counts.pending} member(s)"
 
     def text(self) -> str:
         record, counts = self.record, self.record.counts
         where = f" in domain {record.ref.domain!r}" if record.ref.domain is not None else " without a domain"
         title = f"batch {record.ref.batch_id}{where}" + (f": {record.description}" if record.description else "")
-        state = (
-            "ended"
-            if record.complete
-            else "open (not sealed: more may be pushed)"
-            if record.sealed_at is None
-            else f"sealed at {when(record.sealed_at)}, waiting for {counts.pending} member(s)"
-        )
         lines = [
             title,
-            f"  {state}",
+            f"  {self.state()}",
             f"  {counts.added} member(s): "
             + ", ".join(f"{counts.ends.get(end, 0)} {end.replace('_', '-')}" for end in ENDS)
             + f", {counts.pending} pending",
         ]
-        for name in CALLBACKS:
-            callback = getattr(record, name)
-            if callback is not None:
-                fired = record.fired.get(name)
-                step = _next_step(callback).get("next_step")
-                what = f"the next step of chain {step['chain']}, batch {step['batch']}" if step else callback.job_type
-                lines.append(
-                    f"  {name} ({what}): "
-                    + (f"pushed at {when(fired)}" if fired is not None else _why_not(record, name))
-                )
+        for name, what, fired, why in self.callbacks():
+            lines.append(f"  {name} ({what}): " + (f"pushed at {when(fired)}" if fired is not None else why))
+        if self.failed:
+            lines.append(
+                "  failed: " + ", ".join(f"{m.job_type} {m.job_id} ({end.replace('_', '-')})" for m, end in self.failed)
+            )
         if self.pending:
             more = counts.pending - len(self.pending)
             lines.append("  waiting for: " + ", ".join(f"{m.job_type} {m.job_id}" for m in self.pending))
@@ -104,4 +114,9 @@ def batch_report(records: Records, batch_id: str, domain: str | None) -> BatchRe
     pending = (
         [m for m, _ in islice(records.batches.members(ref, PENDING), SHOWN_PENDING)] if record.counts.pending else []
     )
-    return BatchReport(record, pending)
+    failed = (
+        list(islice(((m, end) for m, end in records.batches.members(ref) if end in FAILURES), SHOWN_PENDING))
+        if record.counts.failures
+        else []
+    )
+    return BatchReport(record, pending, failed)

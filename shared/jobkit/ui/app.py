@@ -101,6 +101,7 @@ def create_app(config: CliConfig, settings: UiSettings, *, csrf: CsrfGuard | Non
         Route("/overview/rows", pages.overview_rows, methods=["GET"]),
         Route("/types/{name}", pages.type_page, methods=["GET"]),
         Route("/types/{name}/job", pages.job_page, methods=["GET"]),
+        Route("/batch", pages.batch_page, methods=["GET"]),
         Route("/types/{name}/redrive", actions.redrive, methods=["POST"]),
         Route("/types/{name}/delete", actions.delete, methods=["POST"]),
         Route("/types/{name}/purge", actions.purge, methods=["POST"]),

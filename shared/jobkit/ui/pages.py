@@ -1,7 +1,7 @@
-"""The pages: the overview, a type's dead letters and declaration, a job's attempts.
+"""The pages: the overview, a type's dead letters and declaration, a job's attempts, a batch.
 
 Each page calls the ops library as the matching command does (``jobkit
-top``/``queues``, ``jobkit dlq list``, ``jobkit job``) and renders what it
+top``/``queues``, ``jobkit dlq list``, ``jobkit job``, ``jobkit batch``) and renders what it
 returns; nothing here decides anything the commands would not.
 
 Job params are shown only on a job's own page, folded (``<details>``): they
@@ -23,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
+from jobkit.core.errors import JobKitError
+from jobkit.core.wire import ID_PATTERN, valid_domain
 from jobkit.ops import (
     ANY_DOMAIN,
     Reason,
@@ -33,6 +35,7 @@ from jobkit.ops import (
     resolve_scope,
     top_snapshot,
 )
+from jobkit.ops.batch import batch_report
 from jobkit.status.control import JobControl
 from jobkit.ui.history import HistoryCache
 from jobkit.ui.overview import overview
@@ -169,6 +172,25 @@ class Pages:
             ),
         }
         return self.render(request, "job.html", context, status_code=200 if found else 404)
+
+    # -- a batch ---------------------------------------------------------------------------------
+
+    def batch_page(self, request: Request) -> Response:
+        """A batch (``jobkit batch``): its progress, callbacks, failures and what it waits for;
+        without ``?id=``, a form that asks for one."""
+        batch_id = request.query_params.get("id", "").strip()
+        domain = request.query_params.get("domain") or None
+        context: dict[str, Any] = {"page": "batch", "batch_id": batch_id, "domain": domain, "report": None}
+        if not batch_id:
+            return self.render(request, "batch.html", context)
+        if not ID_PATTERN.fullmatch(batch_id) or (domain is not None and not valid_domain(domain)):
+            message = f"a batch ID matches {ID_PATTERN.pattern}, and a domain is at most 255 bytes"
+            return self.render(request, "error.html", {"message": message}, status_code=400)
+        try:
+            report = batch_report(self.config.records, batch_id, domain)
+        except JobKitError as exc:  # never opened in that domain
+            return self.render(request, "error.html", {"message": str(exc)}, status_code=404)
+        return self.render(request, "batch.html", {**context, "report": report, "now": self.config.now()})
 
     def _with_cancellations(self, job_type: JobType, report: JobReport) -> JobReport:
         """The statuses as ``group.status`` reads them: with the job's cancellation, if one was recorded."""
