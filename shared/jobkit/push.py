@@ -165,6 +165,11 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
     def declaration(self) -> Declaration:
         return self._shared.declaration
 
+    @property
+    def records(self) -> Records | None:
+        """The jobs table's records (None for a group made without one)."""
+        return self._shared.records
+
     # -- domains -------------------------------------------------------------
 
     def for_domain(self, domain: str | None) -> JobQueueGroup:

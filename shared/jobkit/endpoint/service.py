@@ -15,7 +15,10 @@ job's fate, in the request's order:
 - ``refused``: it is not a job the endpoint takes; sending it again will not help;
 - ``failed``: SQS did not take it (throttled, say); sending it again may.
 
-A request may also hold ``"cancel": [...]``, beside or instead of its jobs:
+A request may open and seal batches with ``"batches": [...]``, whose jobs
+join them with ``"batch": {"id": ...}`` (:mod:`jobkit.endpoint.batches`):
+opened before the jobs are sent, sealed after. A request may also hold
+``"cancel": [...]``, beside or instead of its jobs:
 cancellations of jobs of the endpoint's types, each answered under
 ``"cancel"`` (:mod:`jobkit.endpoint.control`). The jobs are sent first, then
 the cancellations recorded. ``GET ?type=T&id=ID&domain=D`` answers one job's
@@ -39,11 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.core.clock import Clock
 from jobkit.core.correlation import correlation_scope, from_headers
-from jobkit.core.errors import JobQueueError, SpecError, UnknownJobType
+from jobkit.core.errors import JobKitError, JobQueueError, SpecError, UnknownJobType
 from jobkit.core.spec import JobSpecification
 from jobkit.core.wire import decode
+from jobkit.endpoint.batches import EndpointBatches
 from jobkit.endpoint.control import STATES, EndpointControl, cancelled_by, job_keys
 from jobkit.endpoint.signature import HEADER, KeyUnusable, SignatureRefused, usable_key, verify
+from jobkit.records import TableUnavailable
 
 if TYPE_CHECKING:
     from jobkit.declaration.config import Declaration
@@ -58,7 +63,8 @@ MAX_BODY_BYTES = 6 * 1024 * 1024
 REFUSED = frozenset({"SpecError", "InvalidParams", "UnknownJobType"})
 NOT_JOBS = 'the request must be a JSON object {"jobs": [...]} with at least one job'
 NOT_A_REQUEST = (
-    'the request must be a JSON object with "jobs": [...] and/or "cancel": [...], at least one of them not empty'
+    'the request must be a JSON object with "jobs": [...], "cancel": [...] and/or "batches": [...],'
+    " at least one of them not empty"
 )
 
 
@@ -100,6 +106,7 @@ class PushEndpoint:
         # a producer signs with its own (real) clock: the local stack's may have been moved ahead
         self._signature_clock = signature_clock or clock
         self._control = EndpointControl(declaration, group)
+        self._batches = EndpointBatches(declaration, group)
 
     def handle(
         self, method: str, headers: Mapping[str, str], body: bytes, query: str = "", principal: str | None = None
@@ -118,34 +125,43 @@ class PushEndpoint:
         if refused is not None:
             return refused
         if verb == "GET":
+            if query.startswith("batch=") or "&batch=" in query:
+                return Response(*self._batches.status(query))
             return Response(*self._control.status(query))
         try:
             request = decode(body)
         except SpecError as exc:
             return _error(400, f"the request is not JSON: {exc}")
-        if not isinstance(request, dict) or "cancel" not in request:
-            jobs, cancel = request.get("jobs") if isinstance(request, dict) else None, None
+        if not isinstance(request, dict) or ("cancel" not in request and "batches" not in request):
+            jobs, cancel, batches = request.get("jobs") if isinstance(request, dict) else None, None, None
             if not isinstance(jobs, list) or not jobs:
                 return _error(400, NOT_JOBS)
         else:
-            jobs, cancel = request.get("jobs", []), request["cancel"]
-            if not isinstance(jobs, list) or not isinstance(cancel, list) or not (jobs or cancel):
+            jobs, cancel, batches = request.get("jobs", []), request.get("cancel"), request.get("batches")
+            lists = [jobs, *(x for x in (cancel, batches) if x is not None)]
+            if not all(isinstance(x, list) for x in lists) or not any(lists):
                 return _error(400, NOT_A_REQUEST)
-        if cancel is None and len(jobs) > MAX_JOBS:
+        if cancel is None and batches is None and len(jobs) > MAX_JOBS:
             return _error(413, f"{len(jobs)} jobs in one request, over the {MAX_JOBS} the endpoint takes")
-        if cancel is not None and len(jobs) + len(cancel) > MAX_JOBS:
-            count = len(jobs) + len(cancel)
-            return _error(413, f"{count} jobs and cancellations in one request, over the {MAX_JOBS} the endpoint takes")
+        count = len(jobs) + len(cancel or []) + len(batches or [])
+        if count > MAX_JOBS:
+            return _error(
+                413, f"{count} jobs, cancellations and batches in one request, over the {MAX_JOBS} the endpoint takes"
+            )
         # the request's X-Request-ID, X-Correlation-ID or trace ID, else a new one
         environ_names = {"HTTP_" + name.upper().replace("-", "_"): value for name, value in headers.items()}
         answer: dict[str, Any] = {}
         done = True
         with correlation_scope(from_headers(environ_names)):
+            opened = self._batches.open(batches) if batches is not None else []
             if "jobs" in request:
                 answers = self._push(jobs)
                 counts = {s: sum(1 for a in answers if a["status"] == s) for s in ("enqueued", "refused", "failed")}
                 answer.update(counts, jobs=answers)
                 done = counts["enqueued"] == len(answers)
+            if batches is not None:
+                answer["batches"] = self._batches.seal(opened)
+                done = done and all(a["status"] in ("open", "sealed") for a in answer["batches"])
             if cancel is not None:
                 cancelled = self._control.cancel(cancel, cancelled_by(principal))
                 cancel_counts = {s: sum(1 for a in cancelled if a["status"] == s) for s in STATES}
@@ -184,14 +200,20 @@ class PushEndpoint:
             where[spec.id] = index
             answer.update(id=spec.id, type=spec.type, status="enqueued")
             specs.append(spec)
-        if not specs:
-            return answers
-        try:
-            self._group().push(specs)
-        except JobQueueError as exc:
-            for failed in exc.failed:
-                state = "refused" if failed.code in REFUSED else "failed"
-                answers[where[failed.job_id]].update(status=state, errorClass=failed.code, error=failed.message)
+        by_batch: dict[tuple[str | None, str | None], list[JobSpecification]] = {}
+        for spec in specs:  # a batch's members go alone: a batch that refuses them refuses only them
+            by_batch.setdefault((spec.domain, spec.batch), []).append(spec)
+        for pushed in by_batch.values():
+            try:
+                self._group().push(pushed)
+            except JobQueueError as exc:
+                for failed in exc.failed:
+                    state = "refused" if failed.code in REFUSED else "failed"
+                    answers[where[failed.job_id]].update(status=state, errorClass=failed.code, error=failed.message)
+            except JobKitError as exc:  # the batch refused them (sealed, never opened), or its table is down
+                state = "failed" if isinstance(exc, TableUnavailable) else "refused"
+                for spec in pushed:
+                    answers[where[spec.id]].update(status=state, errorClass=type(exc).__name__, error=str(exc))
         log.info(
             "push endpoint: %d of %d jobs enqueued",
             sum(1 for a in answers if a["status"] == "enqueued"),
@@ -207,11 +229,16 @@ class PushEndpoint:
             raise SpecError(f"a job is a JSON object, got {type(raw).__name__}")
         if "priorAttempts" in raw:
             raise SpecError("priorAttempts is the runner's to keep, not a producer's to send: leave it out")
-        filled = {"v": 1, "id": str(uuid.uuid4()), "enqueuedAt": now, **raw}
+        filled = {"v": 2 if "batch" in raw else 1, "id": str(uuid.uuid4()), "enqueuedAt": now, **raw}
         spec = JobSpecification.from_dict(filled)
         if spec.type not in self._declaration.types:
             taken = ", ".join(sorted(self._declaration.types))
             raise UnknownJobType(spec.type, f"the push endpoint does not take it (it takes {taken})")
+        if spec.batch is not None and not self._declaration.types[spec.type].batches:
+            # refused alone: its batch's other jobs are pushed together, and would be refused with it
+            raise SpecError(
+                f"{spec.type}: its jobs cannot be batch members: declare batches = true in [types.{spec.type}]"
+            )
         return spec
 
 

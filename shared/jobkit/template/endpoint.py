@@ -20,7 +20,7 @@ from jobkit.core.resources import ARCHITECTURE, PREFIX_PARAMETER, RUNTIME
 from jobkit.declaration.config import Declaration, declaration_to_dict
 from jobkit.records.keys import root_records_pattern
 from jobkit.template.checkov import checkov_skips
-from jobkit.template.iam import control_statements, table_statement
+from jobkit.template.iam import batch_statements, control_statements, table_statement
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 from jobkit.template.resources import check_environment_size
 
@@ -56,6 +56,8 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
         table_statement("RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, own.types)),
         # its cancellable types' cancellations; what cancel and status read of its types
         *control_statements(own),
+        # its batches: opened, sealed and read, their members counted in (if a type it takes declares batches)
+        *batch_statements(own),
     ]
     if options.hmac_secret is not None:
         variables["JOBKIT_ENDPOINT_HMAC_SECRET"] = options.hmac_secret
