@@ -170,3 +170,18 @@ def test_the_endpoint_role_may_keep_its_types_batches(tmp_path: Path) -> None:
     template = build(load_declaration(path))
     statements = template["Resources"]["PushEndpoint"]["Properties"]["Policies"][0]["Statement"]
     assert "KeepBatches" in {s.get("Sid") for s in statements}
+
+
+def test_a_batch_whose_job_was_not_enqueued_is_not_sealed(served: LocalStack) -> None:
+    from faults import FailCalls
+
+    down = FailCalls(served.sqs, "sqs.SendMessageBatch", code="InternalError", status=500, times=50)
+    status, answer = send(served, {"batches": [{**IMPORT, "seal": True}], "jobs": [row(0)]})
+    down.remove()
+    assert status == 207 and answer["jobs"][0]["status"] == "failed"
+    assert answer["batches"][0]["status"] == "open" and "not sealed" in answer["batches"][0]["error"]
+    # sent again, it is counted in, and sealed
+    status, answer = send(served, {"batches": [{**IMPORT, "seal": True}], "jobs": [row(0)]})
+    assert status == 200 and answer["batches"][0]["status"] == "sealed", answer
+    served.drain()
+    assert [p["batch"]["total"] for _, _, p in CALLBACKS] == [1]

@@ -16,7 +16,8 @@ callbacks), and seal it in the last. Its callbacks are types the endpoint
 takes that declare ``batch_callback``. Each entry is answered under
 ``"batches"``, in the request's order:
 
-- ``open``: opened (or found open), not sealed;
+- ``open``: opened (or found open), not sealed; asked to seal, it stays open
+  (with an ``error``) if a job of its in the request was not enqueued;
 - ``sealed``: sealed, in this request or before;
 - ``refused``: not a batch the endpoint takes (malformed, a callback of a type
   it does not take or that does not declare ``batch_callback``, the ID opened
@@ -30,7 +31,7 @@ takes that declare ``batch_callback``. Each entry is answered under
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
@@ -72,10 +73,16 @@ class EndpointBatches:
         """Open each entry's batch (before the request's jobs are sent)."""
         return [self._open(index, raw) for index, raw in enumerate(entries)]
 
-    def seal(self, opened: list[Opened]) -> list[dict[str, Any]]:
-        """Seal the batches asked to be (after the request's jobs were sent); the answers, in order."""
+    def seal(self, opened: list[Opened], unsent: Collection[tuple[Any, Any]] = ()) -> list[dict[str, Any]]:
+        """Seal the batches asked to be (after the request's jobs were sent), but
+        those of ``unsent`` ((domain, batch ID) of a job not enqueued): the answers, in order."""
         for entry in opened:
             if entry.batch is None or not entry.seal:
+                continue
+            if (entry.batch.domain, entry.batch.id) in unsent:
+                entry.answer["error"] = (
+                    "not sealed: some of its jobs in this request were not enqueued; send them again, then seal it"
+                )
                 continue
             try:
                 record = entry.batch.seal()

@@ -160,7 +160,13 @@ class PushEndpoint:
                 answer.update(counts, jobs=answers)
                 done = counts["enqueued"] == len(answers)
             if batches is not None:
-                answer["batches"] = self._batches.seal(opened)
+                # a batch that lost a job of this request stays open: the producer sends it again, then seals
+                short = {
+                    (job.get("domain"), job["batch"]["id"])
+                    for job, a in zip(jobs, answer.get("jobs", []), strict=False)
+                    if a["status"] != "enqueued" and isinstance(job, dict) and isinstance(job.get("batch"), dict)
+                }
+                answer["batches"] = self._batches.seal(opened, unsent=short)
                 done = done and all(a["status"] in ("open", "sealed") for a in answer["batches"])
             if cancel is not None:
                 cancelled = self._control.cancel(cancel, cancelled_by(principal))
