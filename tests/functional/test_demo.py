@@ -59,6 +59,9 @@ def test_the_readmes_figures_are_the_ones_the_demo_gives() -> None:
         shown += [f"{v:,.0f} ms" if v is not None else "-" for v in (summary.pickup_p50_ms, summary.pickup_p95_ms)]
         assert shown == rows[summary.job_type], summary.job_type
     assert [s.job_type for s in report.summaries] == list(DEMO_TYPES)
+    # and each edit's batch line, as its editReached job said it
+    shown_batches = [line.removeprefix("batch: ") for line in readme.splitlines() if line.startswith("batch: edit ")]
+    assert report.reached == shown_batches
 
 
 def test_the_demo_in_an_app_without_its_types_says_what_is_missing(tmp_path: Path) -> None:

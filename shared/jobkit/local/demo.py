@@ -2,8 +2,10 @@
 
 A widely used template is edited three times in quick succession. Each edit
 pushes an htmlCacheUpdate root job, which fans out into thousands of leaves in
-bounded steps, and refreshLinks jobs for the pages that use the template; the
-watchers get emails. The newer edits supersede the older edits' leaves, which
+bounded steps (each edit's root is a batch, which its leaves join: an
+editReached job says how far the edit got once the last has ended), and
+refreshLinks jobs for the pages that use the template; the watchers get
+emails. The newer edits supersede the older edits' leaves, which
 are acknowledged without running; refreshLinks jobs for the same page collapse
 into one run; the emails, on their own queue, are picked up quickly while the
 purge backlog drains. One page's parser always crashes, so its job ends in the
@@ -20,7 +22,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,8 @@ from jobkit.local.stack import LocalStack
 DECLARATION = Path(__file__).with_name("rfc_demo.toml")
 #: The types the story pushes; another declaration given to the demo must declare them.
 DEMO_TYPES = ("htmlCacheUpdate", "refreshLinks", "enotifNotify")
+#: Each edit's callback, if the declaration has it (and htmlCacheUpdate declares batches).
+REACHED = "editReached"
 DOMAIN = "enwiki"
 TEMPLATE = "Template:Infobox settlement"
 #: Three saves in quick succession (virtual seconds): each comes while the runners are still at
@@ -95,6 +99,7 @@ class DemoReport:
     delayed: list[str]
     wall_s: float
     source: str = ""  # the declaration it ran on
+    reached: list[str] = field(default_factory=list)  # each edit's batch, as its on_complete job said it
 
     @property
     def balances(self) -> bool:
@@ -152,10 +157,18 @@ def run_demo(
         pushed = EnqueueCounter(stack.sqs)
         group = stack.queue_group(DOMAIN)
         first_edit = clock.now()
+        batched = _batched(declaration)
+        edits: list[str] = []
         for edit in range(3):
             # Keep the runners busy until the next edit comes in.
             stack.drain(until=first_edit + edit * EDIT_GAP_S, on_poll=on_progress, parallel=True, batch_s=batch_s)
-            group.push(edit_jobs(edit, clock.now(), backlinks=backlinks, pages=pages, watchers=watchers))
+            root, *others = edit_jobs(edit, clock.now(), backlinks=backlinks, pages=pages, watchers=watchers)
+            if batched:  # the edit's root is a batch, its leaves join it: editReached runs after the last
+                reached = JobSpecification(REACHED, {"edit": edit, "pages": backlinks})
+                with group.batch(on_complete=reached, description=f"edit {edit} of {TEMPLATE}") as batch:
+                    batch.push(root)
+                edits.append(batch.id)
+            group.push(others if batched else [root, *others])
         digest = JobSpecification(
             "enotifNotify",
             {"recipient": "digest@example.org", "page": "Weekly digest", "editor": "jobkit"},
@@ -166,7 +179,29 @@ def run_demo(
         reasons = [_reason(m) for queue in declaration.queues for m in stack.dead_letters(queue)]
         summaries = summarize(stack.results.results, pushed.by_type, DEMO_TYPES)
         delayed = _delayed(stack.results.results, digest.id)
-    return DemoReport(summaries, reasons, delayed, time.perf_counter() - started, declaration.source)
+        reached_lines = [_reached(group, batch_id) for batch_id in edits]
+    return DemoReport(summaries, reasons, delayed, time.perf_counter() - started, declaration.source, reached_lines)
+
+
+def _batched(declaration: Declaration) -> bool:
+    """Whether the declaration batches the edits (the demo's own does; another may not)."""
+    reached = declaration.types.get(REACHED)
+    return declaration.types["htmlCacheUpdate"].batches and reached is not None and reached.batch_callback
+
+
+def _reached(group: Any, batch_id: str) -> str:
+    """What an edit's editReached job said (its status's result), or why there is nothing."""
+    from jobkit.batches.control import callback_spec
+
+    record = group.batch_status(batch_id)
+    if record is None or "on_complete" not in record.fired:
+        return f"batch {batch_id}: not ended ({record.counts.pending if record else '?'} pending)"
+    status = group.status(REACHED, callback_spec(record, "on_complete").id)
+    if status is None or status.result is None:
+        return f"batch {batch_id}: ended; its {REACHED} job has not run"
+    import json
+
+    return str(json.loads(status.result)["line"])
 
 
 def _delayed(results: Sequence[RecordResult], job_id: str) -> list[str]:
@@ -253,6 +288,8 @@ def print_report(report: DemoReport) -> None:
         console.print(f"... and {len(report.dead_letter_reasons) - SHOWN_DEAD_LETTERS:,} more dead letters")
     for line in report.delayed:
         console.print(f"delayed an hour: {line}")
+    for line in report.reached:
+        console.print(f"batch: {line}")
     verdict = "[green]balances[/]" if report.balances else "[red]DOES NOT BALANCE[/]"
     console.print(f"pushed = {' + '.join(tallies)}: {verdict}")
     console.print(f"finished in {report.wall_s:.1f} s wall time on the embedded AWS (moto)")

@@ -34,6 +34,29 @@ class HTMLCacheUpdateJob(Job):
         return True
 
 
+class EditReachedJob(Job):
+    """An edit's batch ended (its root, and every leaf and remnant it pushed):
+    its result says how far the edit got."""
+
+    def run(self) -> bool:
+        summary, edit, pages = self.params["batch"], self.params["edit"], self.params["pages"]
+        ran, superseded, failed = summary["succeeded"], summary["skipped"], summary["dead_lettered"]
+        if superseded == failed == 0:
+            line = f"edit {edit} reached all {pages:,} pages: {_jobs(ran)} ran"
+        else:
+            line = (
+                f"edit {edit} was overtaken: {_jobs(ran)} ran, {_jobs(superseded)} superseded by a newer edit"
+                + (f", {_jobs(failed)} dead-lettered" if failed else "")
+                + " (the newer edit reached the rest)"
+            )
+        self.set_result({"edit": edit, "line": line, "batch": summary})
+        return True
+
+
+def _jobs(count: int) -> str:
+    return f"{count:,} job" + ("" if count == 1 else "s")
+
+
 class ParserError(Exception):
     """The stand-in parser failed on a page."""
 
