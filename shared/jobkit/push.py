@@ -322,9 +322,6 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         group = self if self._child_ids is None else JobQueueGroup(self.domain, _shared=shared)
         return BatchKeeper(shared.records, shared.clock, group.push, declaration=shared.declaration)
 
-    def _chain_parts(self) -> tuple[Declaration, float]:
-        return self._shared.declaration, self._shared.clock.now()
-
     # -- internals -------------------------------------------------------------
 
     def _adopt(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[JobSpecification]:

@@ -20,7 +20,16 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_example_declaration_has_the_three_mediawiki_types_and_a_scheduled_digest(
     example_declaration: Declaration,
 ) -> None:
-    assert set(example_declaration.types) == {"htmlCacheUpdate", "refreshLinks", "enotifNotify", "emailDigest"}
+    assert set(example_declaration.types) == {
+        "htmlCacheUpdate",
+        "refreshLinks",
+        "enotifNotify",
+        "emailDigest",
+        "editReached",  # an edit's batch's on_complete, on the email queue
+    }
+    reached = example_declaration.types["editReached"]
+    assert reached.batch_callback and reached.deliver_once and reached.queue == "enotifNotify"
+    assert "editReached" in example_declaration.types["htmlCacheUpdate"].pushes  # it ends an edit's batch
     digest = example_declaration.schedules["nightlyDigest"]
     assert (digest.type, digest.expression, digest.timezone) == ("emailDigest", "cron(0 3 * * ? *)", "Europe/Berlin")
     assert example_declaration.types["emailDigest"].queue == "enotifNotify"  # the email queue's function

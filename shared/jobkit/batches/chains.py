@@ -64,6 +64,7 @@ class BatchKeeper(Protocol):
     def seal(self, ref: BatchRef) -> BatchRecord: ...
     def read(self, ref: BatchRef) -> BatchRecord | None: ...
     def push_due(self, ref: BatchRef) -> list[str]: ...
+    def now(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,8 @@ class ChainMethods:
     def _batch_keeper(self) -> BatchKeeper:
         raise NotImplementedError
 
-    def _chain_parts(self) -> tuple[Declaration, float]:
+    @property
+    def declaration(self) -> Declaration:
         raise NotImplementedError
 
     def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[str]:
@@ -294,9 +296,9 @@ class ChainMethods:
             UnknownJobType, InvalidParams, SpecError: a job that could never run.
             TableUnavailable: the jobs table could not record it.
         """
-        declaration, now = self._chain_parts()
         keeper = self._batch_keeper()
-        return start(keeper, declaration, self.push, self.domain, steps, id, clean_description(description), now)
+        now = keeper.now()
+        return start(keeper, self.declaration, self.push, self.domain, steps, id, clean_description(description), now)
 
     def chain_status(self, chain_id: str) -> list[BatchRecord]:
         """The batches of the chain's steps reached so far, first step first

@@ -78,6 +78,9 @@ class BatchKeeper:
         now = self._clock.now()
         return self._records.batches.open(ref, complete, success, description, now, int(now) + BATCH_RECORD_TTL_S)
 
+    def now(self) -> float:
+        return self._clock.now()
+
     def open_step(self, ref: BatchRef, rest: Callback | None, description: str) -> float | None:
         """Open a chain step's batch (:mod:`jobkit.batches.chains`), whose ``on_success`` is the rest of the chain."""
         now = self._clock.now()

@@ -18,7 +18,7 @@ def batch(config: CliConfig, output: Output, batch_id: str, domain: str | None) 
     (and which), whether it is sealed, and which callbacks were pushed."""
     from rich.text import Text
 
-    from jobkit.ops.batch import batch_report
+    from jobkit.batches.report import batch_report
 
     report = batch_report(config.records, batch_id, domain)
     output.show(report.to_json(), lambda: Text(report.text()))

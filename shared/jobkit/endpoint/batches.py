@@ -98,8 +98,8 @@ class EndpointBatches:
 
     def status(self, query: str) -> tuple[int, dict[str, Any]]:
         """The HTTP status and body answering ``GET ?batch=ID&domain=D``."""
+        from jobkit.batches.report import batch_report
         from jobkit.endpoint.control import _domain
-        from jobkit.ops.batch import batch_report
 
         try:
             params = _query(query)

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
+from jobkit.batches.report import batch_report
 from jobkit.core.errors import JobKitError
 from jobkit.core.wire import ID_PATTERN, valid_domain
 from jobkit.ops import (
@@ -35,7 +36,6 @@ from jobkit.ops import (
     resolve_scope,
     top_snapshot,
 )
-from jobkit.ops.batch import batch_report
 from jobkit.status.control import JobControl
 from jobkit.ui.history import HistoryCache
 from jobkit.ui.overview import overview

@@ -1,4 +1,4 @@
-"""``jobkit batch``: one batch, as its records tell it: its counts, whether it
+"""A batch's report (``jobkit batch``, the web view, the push endpoint's GET): its counts, whether it
 is sealed and ended, the callbacks pushed, and the members it still waits for."""
 
 from __future__ import annotations
