@@ -332,3 +332,55 @@ def test_a_step_pushed_in_part_is_pushed_again_with_the_same_ids_and_each_job_ru
     assert sorted(name for _, name, _ in STEPS) == ["a", "b", "r", "z"]
     record = group.chain_status("part")[1]
     assert (record.counts.added, record.counts.ends["succeeded"]) == (2, 2)
+
+
+# -- found by review -----------------------------------------------------------------------------
+
+
+def test_a_next_step_whose_batch_id_is_taken_stops_the_chain_with_an_error_and_touches_no_other_batch(
+    local: LocalStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    from jobkit.records.batches import BatchConflict
+
+    group = local.queue_group("wiki")
+    with group.batch(id="x-2") as sealed:  # a batch of the app's own, with the ID the chain's step 2 would have
+        sealed.push(step("purge", "users"))
+    mine = group.batch(id="y-2", description="the app's own")  # open
+    mine.push(step("purge", "mine"))
+    group.batch(id="e-2", on_complete=JobSpecification("announce", {"name": "other"}))  # open, other callbacks
+    for chain_id in ("x", "y", "e"):
+        group.chain([step("render", f"r-{chain_id}"), step("announce", f"a-{chain_id}")], id=chain_id)
+    local.drain()
+    # each chain stopped at its first step, said why, and ran its first step once
+    assert sorted(name for _, name, _ in STEPS) == ["mine", "r-e", "r-x", "r-y", "users"]
+    errors = [
+        r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "chain cannot go on" in r.getMessage()
+    ]
+    assert len(errors) == 3 and all("other callbacks" in e for e in errors), errors
+    # the app's batches are as the app left them: the open one still open, with its one member
+    record = group.batch_status("y-2")
+    assert record is not None and record.sealed_at is None and record.counts.added == 1
+    assert mine.push(step("purge", "more"))  # still takes the app's pushes
+    assert group.batch_status("x-2").counts.added == 1  # type: ignore[union-attr]
+    # its step is not marked pushed; starting the chain again says what is in the way
+    assert "on_success" not in group.chain_status("x")[0].fired
+    with pytest.raises(BatchConflict, match="other callbacks"):
+        group.chain([step("render", "r-x"), step("announce", "a-x")], id="x")
+    local.drain()
+
+
+def test_a_chain_started_again_with_another_first_step_or_one_step_chain_is_refused(local: LocalStack) -> None:
+    from jobkit.records.batches import BatchConflict
+
+    group = local.queue_group("wiki")
+    group.chain([step("render", "first"), step("announce", "a")], id="c")
+    with pytest.raises(BatchConflict):
+        group.chain([step("render", "DIFFERENT"), step("announce", "a")], id="c")
+    group.chain([step("render", "one")], id="d")
+    with pytest.raises(BatchConflict):
+        group.chain([[step("render", "p1"), step("render", "p2")]], id="d")
+    local.drain()
+    assert sorted(name for _, name, _ in STEPS) == ["a", "first", "one"]
+    # the last step's batch says it is the chain's end
+    [only] = group.chain_status("d")
+    assert only.on_success is not None and "on_success" in only.fired

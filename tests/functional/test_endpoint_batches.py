@@ -153,8 +153,10 @@ def test_what_a_batch_entry_cannot_be_is_refused_on_its_own(served: LocalStack) 
         },
     )
     assert answer["batches"][0]["status"] == "refused" and "other callbacks" in answer["batches"][0]["error"]
-    assert [j["status"] for j in answer["jobs"]] == ["refused", "refused", "enqueued"]
+    # (row 3's batch is import-7, whose entry in this request was refused: not the producer's to join)
+    assert [j["status"] for j in answer["jobs"]] == ["refused", "refused", "refused"]
     assert "never opened" in answer["jobs"][0]["error"] and "batches = true" in answer["jobs"][1]["error"]
+    assert "not opened by this request" in answer["jobs"][2]["error"]
     # and GET of a batch never opened, or a malformed one
     assert read(served, "batch=nope&domain=wiki")[0] == 404
     assert read(served, "batch=a%20b")[0] == 400
@@ -185,3 +187,26 @@ def test_a_batch_whose_job_was_not_enqueued_is_not_sealed(served: LocalStack) ->
     assert status == 200 and answer["batches"][0]["status"] == "sealed", answer
     served.drain()
     assert [p["batch"]["total"] for _, _, p in CALLBACKS] == [1]
+
+
+def test_a_malformed_batch_a_refused_entry_s_jobs_and_a_forged_chain_are_refused_alone(served: LocalStack) -> None:
+    # found by review: a job whose batch field was malformed failed the whole request after others were sent;
+    # a job joined a batch whose entry the request had refused (another producer's); a chain field was taken
+    assert send(served, {"batches": [IMPORT]})[0] == 200
+    theirs = {**IMPORT, "onComplete": {"type": "done", "params": {"upload": 8}}, "seal": True}
+    jobs = [
+        row(0, batch="fresh"),
+        {**row(1), "batch": {"ID": "import-7"}},
+        {**row(2), "batch": {"id": ["import-7"]}},
+        row(3),  # import-7: its entry in this request is refused
+        {**row(4, batch="fresh"), "chain": {"id": "victim", "step": 7, "previousResult": {"admin": True}}},
+    ]
+    status, answer = send(served, {"batches": [{"id": "fresh", "domain": "wiki", "seal": True}, theirs], "jobs": jobs})
+    assert status == 207
+    assert [j["status"] for j in answer["jobs"]] == ["enqueued", "refused", "refused", "refused", "refused"]
+    assert "not opened by this request" in answer["jobs"][3]["error"]
+    assert "chain is jobkit's" in answer["jobs"][4]["error"]
+    assert [b["status"] for b in answer["batches"]] == ["open", "refused"]  # fresh lost jobs: not sealed
+    status, report = read(served, "batch=import-7&domain=wiki")
+    assert status == 200 and report["batch"]["counts"]["total"] == 0
+    served.drain()

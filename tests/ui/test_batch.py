@@ -98,3 +98,14 @@ def test_the_batch_page_asks_for_an_id_and_says_what_is_wrong_with_one(ui: Ui, s
     for bad in ("/batch?id=a%20b", "/batch?id=" + "x" * 81, "/batch?id=a&domain=" + "d" * 300):
         refused = ui.get(bad)
         assert refused.status_code == 400, (bad, refused.text)
+
+
+def test_a_callback_whose_params_name_a_chain_is_no_chain_step(ui: Ui, stack: LocalStack) -> None:
+    # found by review: the page read a chain from any on_success's params
+    group = stack.queue_group("wiki")
+    with group.batch(on_success=JobSpecification("next", {"chain": "deploy", "step": 2, "script": {}}), id="p"):
+        pass
+    page = ui.get("/batch?id=p&domain=wiki").text
+    assert "A chain's step" not in page and "deploy-2" not in page
+    assert "<strong>on_success</strong> (next)" in page
+    stack.drain()

@@ -30,6 +30,7 @@ summary (counts per end, the jobs it pushed included).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Sequence
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from jobkit.core.chain_link import MAX_STEPS, ChainLink
 from jobkit.core.errors import BatchError
-from jobkit.core.spec import JobSpecification
+from jobkit.core.spec import JobSpecification, canonical_json
 from jobkit.core.wire import ID_PATTERN
 from jobkit.records.batches import BatchRecord, BatchRef, Callback, clean_description
 
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from jobkit.declaration.config import Declaration
     from jobkit.records.store import Records
 
-#: The ``on_success`` of a chain step's batch that is the rest of the chain (no job type: the type pattern refuses it).
+#: The ``on_success`` of a chain step's batch: the rest of the chain (no job type: the type pattern refuses it).
 NEXT_STEP = "jobkit:nextStep"
 #: A chain's ID is at most this long: its steps' batch IDs add ``-{step}``.
 MAX_CHAIN_ID = 80 - 1 - len(str(MAX_STEPS))
@@ -60,10 +61,10 @@ Step = JobSpecification | Sequence[JobSpecification]
 class BatchKeeper(Protocol):
     """What a chain needs of :class:`jobkit.batches.control.BatchKeeper`."""
 
-    def open_step(self, ref: BatchRef, rest: Callback | None, description: str) -> float | None: ...
+    def open_step(self, ref: BatchRef, rest: Callback, description: str) -> float | None: ...
     def seal(self, ref: BatchRef) -> BatchRecord: ...
     def read(self, ref: BatchRef) -> BatchRecord | None: ...
-    def push_due(self, ref: BatchRef) -> list[str]: ...
+    def push_due(self, ref: BatchRef, *, strict: bool = False) -> list[str]: ...
     def now(self) -> float: ...
 
 
@@ -106,7 +107,7 @@ def start(
     if len(stored) > MAX_STEPS:
         raise BatchError(f"a chain has at most {MAX_STEPS} steps, got {len(stored)}")
     rest = _rest(chain_id, 2, stored[1:], stored[0], description)
-    if rest is not None and len(rest.stored().encode()) > MAX_STEPS_BYTES:
+    if len(rest.stored().encode()) > MAX_STEPS_BYTES:
         raise BatchError(
             f"chain {chain_id}: its steps after the first are {len(rest.stored().encode()):,} bytes of JSON, over"
             f" the {MAX_STEPS_BYTES:,} a chain's record may hold: pass references in params instead"
@@ -115,7 +116,7 @@ def start(
     if not _push_step(keeper, push, ref, ChainLink(chain_id, 1), stored[0], rest, description):
         # started before: push a next step that is due and not pushed (its push failed, and no retry came)
         for step in range(2, len(stored) + 1):
-            keeper.push_due(BatchRef(step_batch_id(chain_id, step - 1), domain))
+            keeper.push_due(BatchRef(step_batch_id(chain_id, step - 1), domain), strict=True)
             if keeper.read(BatchRef(step_batch_id(chain_id, step), domain)) is None:
                 break
     return Chain(chain_id, domain, len(stored))
@@ -127,6 +128,8 @@ def advance(keeper: BatchKeeper, records: Records, push: Any, record: BatchRecor
     fault, it pushes the same jobs (with the same IDs), and none once sealed."""
     params = callback.params
     chain_id, step, steps = str(params["chain"]), int(params["step"]), list(params["steps"])
+    if not steps:
+        return  # the chain's last step succeeded: its end
     link = ChainLink(chain_id, step, _previous_result(records, record, params.get("after")))
     description = str(params.get("description", ""))
     rest = _rest(chain_id, step + 1, steps[1:], steps[0], description)
@@ -136,7 +139,13 @@ def advance(keeper: BatchKeeper, records: Records, push: Any, record: BatchRecor
 
 
 def is_next_step(callback: Callback | None) -> bool:
+    """Whether a batch's callback is a chain's continuation (its next step, or its end)."""
     return callback is not None and callback.job_type == NEXT_STEP
+
+
+def has_next_step(callback: Callback | None) -> bool:
+    """Whether a batch's callback is a chain's next step (not its end)."""
+    return is_next_step(callback) and bool(callback.params.get("steps")) if callback is not None else False
 
 
 def _push_step(
@@ -145,10 +154,14 @@ def _push_step(
     ref: BatchRef,
     link: ChainLink,
     jobs: list[dict[str, Any]],
-    rest: Callback | None,
+    rest: Callback,
     description: str,
 ) -> bool:
-    """Open the step's batch, push its jobs and seal it; False if it was sealed (pushed before)."""
+    """Open the step's batch, push its jobs and seal it; False if it was sealed (pushed before).
+
+    Raises:
+        BatchConflict: a batch of the step's ID was opened otherwise (not this chain's step).
+    """
     if keeper.open_step(ref, rest, description) is not None:
         return False
     specs = [
@@ -162,19 +175,29 @@ def _push_step(
         )
         for n, job in enumerate(jobs)
     ]
-    push(specs)
+    try:
+        push(specs)
+    except BatchError:
+        # sealed meanwhile: another start of the chain pushed the step (its jobs, with the same IDs)
+        record = keeper.read(ref)
+        if record is None or record.sealed_at is None:
+            raise
+        return False
     keeper.seal(ref)
     return True
 
 
 def _rest(
     chain_id: str, step: int, steps: list[list[dict[str, Any]]], before: list[dict[str, Any]], description: str
-) -> Callback | None:
-    """The ``on_success`` of the step before ``step``: the steps from ``step`` on."""
-    if not steps:
-        return None
+) -> Callback:
+    """The ``on_success`` of the step before ``step``: the steps from ``step`` on
+    (none after the last step: the chain's end). It names the chain and holds a
+    digest of the step's own jobs, so the step's batch is this chain's: a batch
+    of that ID opened otherwise, or a chain started again with other steps, has
+    other callbacks, and is refused (:class:`BatchConflict`)."""
     after = [before[0]["type"], before[0]["id"]] if len(before) == 1 and before[0].get("tracked") else None
-    params = {"chain": chain_id, "step": step, "steps": steps, "after": after, "description": description}
+    jobs = hashlib.sha256(canonical_json(before).encode()).hexdigest()[:32]
+    params = {"chain": chain_id, "step": step, "steps": steps, "after": after, "description": description, "jobs": jobs}
     return Callback(NEXT_STEP, params)
 
 
@@ -311,6 +334,6 @@ class ChainMethods:
             if record is None:
                 break
             found.append(record)
-            if not is_next_step(record.on_success):
+            if not has_next_step(record.on_success):
                 break
         return found

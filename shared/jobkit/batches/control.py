@@ -81,7 +81,7 @@ class BatchKeeper:
     def now(self) -> float:
         return self._clock.now()
 
-    def open_step(self, ref: BatchRef, rest: Callback | None, description: str) -> float | None:
+    def open_step(self, ref: BatchRef, rest: Callback, description: str) -> float | None:
         """Open a chain step's batch (:mod:`jobkit.batches.chains`), whose ``on_success`` is the rest of the chain."""
         now = self._clock.now()
         return self._records.batches.open(ref, None, rest, description, now, int(now) + BATCH_RECORD_TTL_S)
@@ -97,12 +97,14 @@ class BatchKeeper:
     def read(self, ref: BatchRef) -> BatchRecord | None:
         return self._records.batches.read(ref)
 
-    def push_due(self, ref: BatchRef) -> list[str]:
+    def push_due(self, ref: BatchRef, *, strict: bool = False) -> list[str]:
         """Push the callbacks the batch's counts call for now, each once. Returns those pushed.
 
         Raises:
             TableUnavailable, JobQueueError: a callback could not be claimed or
                 pushed (its claim is given back): the caller tries again later.
+            BatchError: (``strict`` only) a chain's next step refused as it
+                stands, its batch ID taken, say; otherwise logged, and left due.
         """
         batches = self._records.batches
         record = batches.read(ref)
@@ -119,6 +121,16 @@ class BatchKeeper:
                 continue  # pushed, or being pushed, by another
             try:
                 self._fire(record, name)
+            except BatchError as refused:  # a chain's next step, refused as it stands (its batch ID taken...)
+                batches.release(ref, name, owner)
+                if strict:  # the app that starts the chain again hears why
+                    raise
+                log.error(
+                    "batch %s: its chain cannot go on until this is fixed and the chain started again: %s",
+                    ref.batch_id,
+                    refused,
+                )
+                continue
             except JobQueueError as refused:
                 if not _permanent(refused):
                     batches.release(ref, name, owner)

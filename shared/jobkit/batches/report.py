@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from jobkit.batches.chains import is_next_step, step_batch_id
+from jobkit.batches.chains import has_next_step, is_next_step, step_batch_id
 from jobkit.core.errors import JobKitError
 from jobkit.records.batches import CALLBACKS, ENDS, FAILURES, PENDING, BatchRecord, BatchRef, Callback, Member
 from jobkit.records.cancellations import when
@@ -42,14 +42,28 @@ class BatchReport:
             "failed_members": [{"type": m.job_type, "id": m.job_id, "end": end} for m, end in self.failed],
         }
 
+    @property
+    def next_batch(self) -> str | None:
+        """The batch of a chain's next step, if this batch is a chain's step that has one."""
+        callback = self.record.on_success
+        step = _next_step(callback).get("next_step") if callback is not None else None
+        return str(step["batch"]) if step else None
+
     def callbacks(self) -> list[tuple[str, str, float | None, str]]:
         """Each callback: its name, what it pushes, when it was pushed (or None), and why not."""
         record, found = self.record, []
         for name in CALLBACKS:
             callback = getattr(record, name)
             if callback is not None:
-                step = _next_step(callback).get("next_step")
-                what = f"the next step of chain {step['chain']}, batch {step['batch']}" if step else callback.job_type
+                chain = _next_step(callback)
+                step = chain.get("next_step")
+                what = (
+                    f"the next step of chain {step['chain']}, batch {step['batch']}"
+                    if step
+                    else f"the end of chain {chain['chain']}"
+                    if chain
+                    else callback.job_type
+                )
                 found.append((name, what, record.fired.get(name), _why_not(record, name)))
         return found
 
@@ -87,11 +101,13 @@ class BatchReport:
 
 
 def _next_step(callback: Callback) -> dict[str, Any]:
-    """A chain step's ``on_success`` (:mod:`jobkit.batches.chains`): which step it pushes."""
+    """A chain step's ``on_success`` (:mod:`jobkit.batches.chains`): which step it pushes (None: the chain's end)."""
     if not is_next_step(callback):
         return {}
     chain, step = str(callback.params.get("chain")), int(callback.params.get("step", 0))
-    return {"next_step": {"chain": chain, "step": step, "batch": step_batch_id(chain, step)}}
+    if not has_next_step(callback):
+        return {"chain": chain, "next_step": None}
+    return {"chain": chain, "next_step": {"chain": chain, "step": step, "batch": step_batch_id(chain, step)}}
 
 
 def _why_not(record: BatchRecord, name: str) -> str:

@@ -60,6 +60,7 @@ class Opened:
     answer: dict[str, Any]
     batch: Batch | None = None
     seal: bool = False
+    domain: str | None = None
 
 
 class EndpointBatches:
@@ -133,7 +134,7 @@ class EndpointBatches:
                 raise SpecError(f"unknown field {short(unknown[0])} (a batch has {', '.join(BATCH_KEYS)})")
             batch_id = _batch_id(raw.get("id"))
             answer["id"] = batch_id
-            domain = _domain(raw.get("domain"))
+            domain = entry.domain = _domain(raw.get("domain"))
             if not isinstance(raw.get("seal", False), bool):
                 raise SpecError(f"seal is true or false, got {short(raw.get('seal'))}")
             description = raw.get("description", "")

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -155,16 +155,22 @@ class PushEndpoint:
         with correlation_scope(from_headers(environ_names)):
             opened = self._batches.open(batches) if batches is not None else []
             if "jobs" in request:
-                answers = self._push(jobs)
+                # a job of a batch whose entry was refused would join a batch not the producer's
+                not_opened = {
+                    (e.domain, e.answer["id"])
+                    for e in opened
+                    if e.answer["status"] in ("refused", "failed") and "id" in e.answer
+                }
+                answers = self._push(jobs, not_opened)
                 counts = {s: sum(1 for a in answers if a["status"] == s) for s in ("enqueued", "refused", "failed")}
                 answer.update(counts, jobs=answers)
                 done = counts["enqueued"] == len(answers)
             if batches is not None:
                 # a batch that lost a job of this request stays open: the producer sends it again, then seals
                 short = {
-                    (job.get("domain"), job["batch"]["id"])
+                    batch
                     for job, a in zip(jobs, answer.get("jobs", []), strict=False)
-                    if a["status"] != "enqueued" and isinstance(job, dict) and isinstance(job.get("batch"), dict)
+                    if a["status"] != "enqueued" and (batch := _batch_of(job)) is not None
                 }
                 answer["batches"] = self._batches.seal(opened, unsent=short)
                 done = done and all(a["status"] in ("open", "sealed") for a in answer["batches"])
@@ -188,7 +194,7 @@ class PushEndpoint:
             return _error(503, f"the endpoint cannot check signatures: {exc}")
         return None
 
-    def _push(self, jobs: list[Any]) -> list[dict[str, Any]]:
+    def _push(self, jobs: list[Any], refused: Collection[tuple[str | None, str]] = ()) -> list[dict[str, Any]]:
         now = self._clock.now()
         answers: list[dict[str, Any]] = []
         specs: list[JobSpecification] = []
@@ -200,6 +206,8 @@ class PushEndpoint:
                 spec = self._spec(raw, now)
                 if spec.id in where:
                     raise SpecError(f"id {spec.id!r} is also job {where[spec.id]} of this request")
+                if (spec.domain, spec.batch) in refused:
+                    raise SpecError(f"its batch {spec.batch!r} was not opened by this request (its entry was refused)")
             except SpecError as exc:
                 answer.update(job_keys(raw), status="refused", errorClass=type(exc).__name__, error=str(exc))
                 continue
@@ -235,6 +243,8 @@ class PushEndpoint:
             raise SpecError(f"a job is a JSON object, got {type(raw).__name__}")
         if "priorAttempts" in raw:
             raise SpecError("priorAttempts is the runner's to keep, not a producer's to send: leave it out")
+        if "chain" in raw:
+            raise SpecError("chain is jobkit's to set on a chain's steps, not a producer's to send: leave it out")
         filled = {"v": 2 if "batch" in raw else 1, "id": str(uuid.uuid4()), "enqueuedAt": now, **raw}
         spec = JobSpecification.from_dict(filled)
         if spec.type not in self._declaration.types:
@@ -246,6 +256,16 @@ class PushEndpoint:
                 f"{spec.type}: its jobs cannot be batch members: declare batches = true in [types.{spec.type}]"
             )
         return spec
+
+
+def _batch_of(job: Any) -> tuple[str | None, str] | None:
+    """The (domain, batch ID) a raw job names, if it names them as a job may."""
+    batch = job.get("batch") if isinstance(job, dict) else None
+    batch_id = batch.get("id") if isinstance(batch, dict) else None
+    domain = job.get("domain") if isinstance(job, dict) else None
+    if not isinstance(batch_id, str) or not (domain is None or isinstance(domain, str)):
+        return None
+    return domain, batch_id
 
 
 def _error(status: int, message: str) -> Response:
