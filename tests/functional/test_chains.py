@@ -384,3 +384,21 @@ def test_a_chain_started_again_with_another_first_step_or_one_step_chain_is_refu
     # the last step's batch says it is the chain's end
     [only] = group.chain_status("d")
     assert only.on_success is not None and "on_success" in only.fired
+
+
+def test_two_starts_of_a_chain_at_once_both_return_and_push_its_first_step_once(local: LocalStack) -> None:
+    # the second start opened the step before the first sealed it, and pushes after: the batch refuses
+    # its push (sealed), which is the first start's doing, not an error
+    from jobkit.batches.control import BatchKeeper
+
+    group = local.queue_group("wiki")
+    steps = [step("render", "r"), step("announce", "a")]
+    group.chain(steps, id="twice")
+    open_step = BatchKeeper.open_step
+    BatchKeeper.open_step = lambda keeper, ref, rest, description: (open_step(keeper, ref, rest, description), None)[1]  # type: ignore[method-assign]
+    try:
+        assert group.chain(steps, id="twice").id == "twice"
+    finally:
+        BatchKeeper.open_step = open_step  # type: ignore[method-assign]
+    local.drain()
+    assert sorted(name for _, name, _ in STEPS) == ["a", "r"]
