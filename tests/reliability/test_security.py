@@ -137,6 +137,8 @@ def test_the_push_endpoint_may_only_send_its_types_record_their_roots_and_cancel
         managed = [arn["Fn::Sub"] if isinstance(arn, dict) else arn for arn in role.get("ManagedPolicyArns", [])]
         assert all(arn.endswith(":policy/service-role/AWSLambdaBasicExecutionRole") for arn in managed), managed
         statements = {s["Sid"]: s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]}
+        own = declaration.for_endpoint()
+        pop_batch_statements(statements, own, own.types, "PushEndpoint")
         cancellable = {t for t in taken if declaration.types[t].cancellable}
         tracked = {t for t in taken if declaration.types[t].track_status}
         assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs"} | (
@@ -244,6 +246,32 @@ def table_statements(role: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def pop_batch_statements(
+    statements: dict[str, dict[str, Any]], declaration: Declaration, types: Any, where: str
+) -> None:
+    """Check and take out what keeping batches adds, if ``types`` (or the types they push) declare
+    ``batches``: batch records only (``_batch#*``), and for a chain's next step the status of the
+    ``batches`` types that track it (read only)."""
+    batched = {n for n, t in declaration.types.items() if t.batches}
+    if not any(n in batched or batched & set(declaration.types[n].pushes) for n in types):
+        assert "KeepBatches" not in statements and "ReadStepResults" not in statements, where
+        return
+    keep = statements.pop("KeepBatches")
+    assert as_list(keep["Action"]) == [
+        "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+    ], where
+    assert leading_keys(keep) == ["_batch#*"], where
+    tracked = sorted(f"{n}#status#*" for n in batched if declaration.types[n].track_status)
+    if tracked:
+        results = statements.pop("ReadStepResults")
+        assert as_list(results["Action"]) == ["dynamodb:GetItem"] and leading_keys(results) == tracked, where
+    else:
+        assert "ReadStepResults" not in statements, where
+
+
 def leading_keys(statement: dict[str, Any]) -> list[str]:
     condition = statement["Condition"]
     assert condition["Null"] == {"dynamodb:LeadingKeys": "false"}, statement  # no partition key, no access
@@ -312,7 +340,10 @@ def test_dynamodb_is_limited_to_the_jobs_table_and_the_calls_the_runner_makes(
                 # no Scan, no table management, no batch or transactional calls (BatchWriteItem
                 # and TransactWriteItems are authorised per item as PutItem etc., but need
                 # these actions, which no policy grants)
-                assert dynamodb <= RUNNER_TABLE_ACTIONS, (name, dynamodb)
+                # (a batch's transactions check its item, and its reads get its shards at once: on batch records only)
+                batch_only = {"dynamodb:ConditionCheckItem", "dynamodb:BatchGetItem"}
+                allowed = RUNNER_TABLE_ACTIONS | (batch_only if leading_keys(statement) == ["_batch#*"] else set())
+                assert dynamodb <= allowed, (name, dynamodb)
                 assert dynamodb == set(as_list(statement["Action"])), name  # nothing else in the statement
                 # ...and only on keys the statement names: none lacks the LeadingKeys condition
                 assert leading_keys(statement), (name, statement)
@@ -343,6 +374,7 @@ def test_each_runner_may_use_only_its_own_types_records_and_its_pushed_types_roo
                 roots = statements.pop("RecordPushedRootJobs")
                 assert as_list(roots["Action"]) == ["dynamodb:UpdateItem"], queue.name
                 assert leading_keys(roots) == sorted(root_records_pattern(t) for t in pushed), queue.name
+            pop_batch_statements(statements, declaration, queue.types, queue.name)
             assert statements == {}, (queue.name, statements)  # no other statement on the table
 
 
@@ -380,6 +412,7 @@ def test_the_producer_policy_lets_apps_push_record_roots_and_cancel_only(
         assert policy["Properties"]["ManagedPolicyName"] == {"Fn::Sub": "${Prefix}-producer"}
         assert template["Outputs"]["ProducerPolicyArn"]["Value"] == {"Ref": "ProducerPolicy"}
         statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+        pop_batch_statements(statements, declaration, declaration.types, "ProducerPolicy")
         endpoint = declaration.push_endpoint is not None and declaration.push_endpoint.auth == "iam"
         cancellable = {t for t, declared in declaration.types.items() if declared.cancellable}
         tracked = {t for t, declared in declaration.types.items() if declared.track_status}
