@@ -344,6 +344,7 @@ class JobModel(RuleBasedStateMachine):
         self.foreign: set[str] = set()  # sent by a producer that records no roots
         self.bad: set[str] = set()  # bodies a runner must refuse as poison
         self.children: set[str] = set()  # pushed by a parent that may have failed after pushing
+        self.parents: dict[str, set[str]] = {}  # a parent's key -> its children's
         self.redriven: dict[str, float] = {}  # job -> when an operator redrove it
         self.twice: dict[str, float] = {}  # job ID pushed twice (a retried request) -> seconds between
         self.virtual_roots: list[tuple[str, str | None, str, float]] = []  # (type, domain, signature, timestamp)
@@ -614,10 +615,12 @@ class JobModel(RuleBasedStateMachine):
         self._push([parent])
         stamped = parent.replace(domain=self.domain).stamped(self.clock.now())
         child_script = {"n": 0, "script": child_script}
-        self.children.update(
+        children = {
             by_job("once", self.domain, derived_job_id(stamped, JobSpecification("once", {**child_script, "n": n})))
             for n in range(count)
-        )
+        }
+        self.children |= children
+        self.parents[by_job("parent", self.domain, stamped.id)] = children
 
     # -- batches ----------------------------------------------------------------------------
 
@@ -1158,8 +1161,16 @@ class JobModel(RuleBasedStateMachine):
 
     def _check_children(self, evidence: dict[str, Fate]) -> None:
         """A deliver-once child of a parent that failed after pushing it was pushed
-        again with the same ID: it succeeded at most once."""
-        for key in self.children - self.lost - self.copied:
+        again with the same ID: it succeeded at most once. (Children are expected of
+        a parent that succeeded: one never sent (its push met an SQS fault), or whose
+        every attempt died or failed to push, pushed none.)"""
+        expected = {
+            key
+            for parent, kids in self.parents.items()
+            if parent in evidence and evidence[parent].succeeded
+            for key in kids
+        }
+        for key in expected - self.lost - self.copied:
             assert key in evidence, f"a child was not pushed with the ID derived from its parent's: {key}"
             successes = [run for run in evidence[key].runs if run.outcome == "succeeded"]
             assert len(successes) <= 1, f"a deliver-once child ran twice: {evidence[key].describe()}"
