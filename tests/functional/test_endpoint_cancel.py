@@ -235,7 +235,14 @@ def test_a_request_of_jobs_and_cancellations_is_answered_for_each(served: LocalS
     status, answer = send(served, {"jobs": [job("mail", "j2")], "cancel": [{"type": "report", "id": "r"}]})
     assert (status, answer["enqueued"], answer["cancelCounts"]["cancelled"]) == (200, 1, 1)
     # not a request: 400; too many jobs and cancellations together: 413, and nothing is sent
-    for bad in ({"cancel": []}, {"jobs": [], "cancel": []}, {"cancel": {}}, {"jobs": {}, "cancel": [{}]}):
+    for bad in (
+        {"cancel": []},
+        {"jobs": [], "cancel": []},
+        {"cancel": {}},
+        {"jobs": {}, "cancel": [{}]},
+        {"jobs": [job("mail", "never")], "cancel": None},
+        {"jobs": [job("mail", "never")], "batches": None},
+    ):
         status, answer = send(served, bad)
         assert status == 400 and '"cancel": [...]' in answer["error"], bad
     half = MAX_JOBS // 2 + 1

@@ -138,7 +138,7 @@ class PushEndpoint:
                 return _error(400, NOT_JOBS)
         else:
             jobs, cancel, batches = request.get("jobs", []), request.get("cancel"), request.get("batches")
-            lists = [jobs, *(x for x in (cancel, batches) if x is not None)]
+            lists = [jobs, *(request[key] for key in ("cancel", "batches") if key in request)]  # null is no list
             if not all(isinstance(x, list) for x in lists) or not any(lists):
                 return _error(400, NOT_A_REQUEST)
         if cancel is None and batches is None and len(jobs) > MAX_JOBS:
