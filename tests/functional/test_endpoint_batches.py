@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from http_push import get, post, signed
-from moto.core.base_backend import BackendDict
+from http_push import fresh_aws, get, post, signed
 
 from jobkit.core.clock import SystemClock, VirtualClock
 from jobkit.declaration.config import load_declaration
@@ -68,15 +66,6 @@ def served(tmp_path: Path) -> Iterator[LocalStack]:
     SCRIPTED.clear()
     CALLBACKS.clear()
     testjobs.use_clock(SystemClock())
-
-
-@contextmanager
-def fresh_aws() -> Iterator[None]:
-    BackendDict.reset()
-    try:
-        yield
-    finally:
-        BackendDict.reset()
 
 
 def send(local: LocalStack, request: Any) -> tuple[int, Any]:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from http_push import get, post, signed
-from moto.core.base_backend import BackendDict
+from http_push import fresh_aws, get, post, signed
 
 from jobkit.core.clock import SystemClock, VirtualClock
 from jobkit.core.outcome import Outcome
@@ -99,17 +97,6 @@ def served(jobs_toml: Path, clock: VirtualClock) -> Iterator[LocalStack]:
     """The stack with its push endpoint (``auth = "iam"``) on a port, as `jobkit local up` serves it."""
     with fresh_aws(), LocalStack(load_declaration(jobs_toml), clock=clock, seed=3, server=True) as stack:
         yield stack
-
-
-@contextmanager
-def fresh_aws() -> Iterator[None]:
-    """A served stack's emulated AWS starts empty, and is left empty: unlike the in-process
-    one, serving does not reset moto's backends, so the next served stack would find its table."""
-    BackendDict.reset()
-    try:
-        yield
-    finally:
-        BackendDict.reset()
 
 
 def job(job_type: str, job_id: str, domain: str | None = "wiki") -> dict[str, Any]:

@@ -34,11 +34,11 @@ import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl
 
 from jobkit.core.errors import BatchError, JobKitError, SpecError
 from jobkit.core.spec import JobSpecification
 from jobkit.core.wire import ID_PATTERN, short
+from jobkit.endpoint.control import domain_param, query_params
 from jobkit.records import TableUnavailable
 
 if TYPE_CHECKING:
@@ -100,11 +100,10 @@ class EndpointBatches:
     def status(self, query: str) -> tuple[int, dict[str, Any]]:
         """The HTTP status and body answering ``GET ?batch=ID&domain=D``."""
         from jobkit.batches.report import batch_report
-        from jobkit.endpoint.control import _domain
 
         try:
-            params = _query(query)
-            batch_id, domain = _batch_id(params.get("batch")), _domain(params.get("domain"))
+            params = query_params(query, ("batch", "domain"), BATCH_USAGE)
+            batch_id, domain = _batch_id(params.get("batch")), domain_param(params.get("domain"))
             records = self._group().records
             if records is None:
                 raise TableUnavailable("the endpoint has no jobs table")
@@ -122,8 +121,6 @@ class EndpointBatches:
     # -- internals -------------------------------------------------------------
 
     def _open(self, index: int, raw: Any) -> Opened:
-        from jobkit.endpoint.control import _domain
-
         answer: dict[str, Any] = {"index": index}
         entry = Opened(answer)
         try:
@@ -134,7 +131,7 @@ class EndpointBatches:
                 raise SpecError(f"unknown field {short(unknown[0])} (a batch has {', '.join(BATCH_KEYS)})")
             batch_id = _batch_id(raw.get("id"))
             answer["id"] = batch_id
-            domain = entry.domain = _domain(raw.get("domain"))
+            domain = entry.domain = domain_param(raw.get("domain"))
             if not isinstance(raw.get("seal", False), bool):
                 raise SpecError(f"seal is true or false, got {short(raw.get('seal'))}")
             description = raw.get("description", "")
@@ -177,19 +174,6 @@ def _batch_id(value: Any) -> str:
     if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         raise SpecError(f"a batch ID must match {ID_PATTERN.pattern}, got {short(value)}")
     return value
-
-
-def _query(query: str) -> dict[str, str]:
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True, errors="strict")
-    except ValueError as exc:
-        raise SpecError(f"the query string cannot be read ({exc}): {BATCH_USAGE}") from None
-    params: dict[str, str] = {}
-    for name, value in pairs:
-        if name not in ("batch", "domain") or name in params:
-            raise SpecError(f"unknown or repeated parameter {name[:40]!r}: {BATCH_USAGE}")
-        params[name] = value
-    return params
 
 
 def _failed(answer: dict[str, Any], exc: Exception, what: str) -> None:

@@ -146,7 +146,7 @@ class EndpointControl:
         if unknown:
             raise SpecError(f"unknown field {unknown[0]!r} (a cancellation has {', '.join(CANCEL_KEYS)})")
         job_type = self._taken(raw.get("type"))
-        domain = _domain(raw.get("domain"))
+        domain = domain_param(raw.get("domain"))
         every, job_id = raw.get("all"), raw.get("id")
         if "all" in raw and every is not True:
             raise SpecError(f"all is true or left out, got {every!r}")
@@ -162,20 +162,10 @@ class EndpointControl:
         return CancelEntry(job_type, domain, pushed_before=None if before is None else float(before))
 
     def _job_of(self, query: str) -> tuple[str, str, str | None]:
-        try:
-            pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True, errors="strict")
-        except ValueError as exc:
-            raise SpecError(f"the query string cannot be read ({exc}): {GET_USAGE}") from None
-        params: dict[str, str] = {}
-        for name, value in pairs:
-            if name not in QUERY_KEYS:
-                raise SpecError(f"unknown parameter {name[:40]!r}: {GET_USAGE}")
-            if name in params:
-                raise SpecError(f"{name} is given twice: {GET_USAGE}")
-            params[name] = value
+        params = query_params(query, QUERY_KEYS, GET_USAGE)
         if "type" not in params or "id" not in params:
             raise SpecError(GET_USAGE)
-        return self._taken(params["type"]), _job_id(params["id"]), _domain(params.get("domain"))
+        return self._taken(params["type"]), _job_id(params["id"]), domain_param(params.get("domain"))
 
     def _taken(self, job_type: Any) -> str:
         if not isinstance(job_type, str) or not job_type:
@@ -192,7 +182,27 @@ def _job_id(job_id: Any) -> str:
     return job_id
 
 
-def _domain(domain: Any) -> str | None:
+def query_params(query: str, keys: tuple[str, ...], usage: str) -> dict[str, str]:
+    """A GET's parameters, each of ``keys`` at most once (``usage`` says what a GET takes).
+
+    Raises:
+        SpecError: the query string cannot be read, or has another or a repeated parameter.
+    """
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True, errors="strict")
+    except ValueError as exc:
+        raise SpecError(f"the query string cannot be read ({exc}): {usage}") from None
+    params: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in keys:
+            raise SpecError(f"unknown parameter {name[:40]!r}: {usage}")
+        if name in params:
+            raise SpecError(f"{name} is given twice: {usage}")
+        params[name] = value
+    return params
+
+
+def domain_param(domain: Any) -> str | None:
     if domain is None or (isinstance(domain, str) and valid_domain(domain)):
         return domain
     raise SpecError(f"domain is null or a non-empty string of at most {MAX_DOMAIN_BYTES} bytes in UTF-8")
