@@ -64,8 +64,8 @@ T = TypeVar("T")
 class PushTransport(Protocol):
     """Where a group sends its jobs (see :class:`jobkit.sqs.SqsPushTransport`)."""
 
-    def queue_url(self, job_type: str) -> str:
-        """The URL of the queue that serves a declared job type."""
+    def queue_url(self, job_type: str, priority: str | None = None) -> str:
+        """The URL of the queue (or its lane, :mod:`jobkit.declaration.lanes`) that serves a declared job type."""
         ...
 
     def send_batch(self, batch: Sequence[Outgoing[T]]) -> SendResult[T]:
@@ -356,7 +356,9 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
     def _message(self, spec: JobSpecification, now: float, origin: Origin) -> Outgoing[JobSpecification]:
         job_type = self._declared_type(spec.type)
         job_type.check_job(spec, now)  # refuse here what a runner would dead-letter as poison
-        queue_url = self._shared.transport.queue_url(spec.type)
+        if self._child_ids is not None:
+            spec = self._shared.declaration.queues[job_type.queue].in_lane_of(self._child_ids.parent, spec)
+        queue_url = self._shared.transport.queue_url(spec.type, spec.priority)
         release_in = (spec.release_at - now) if spec.release_at is not None else 0
         # Longer delays hop: the runner re-enqueues until the release time.
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
@@ -394,6 +396,5 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
                 try:
                     recorder.record_root(spec)
                 except JobKitError as exc:
-                    # The job is enqueued; failing the push now would make the app push
-                    # it again. The runner records the timestamp when it meets the root.
+                    # enqueued: failing now would push it again; the runner records it when it meets the root
                     log.warning("could not record root job %s: %s", spec.id, exc)

@@ -247,7 +247,7 @@ class ListTransport:
         self._refuse = refuse
         self._refused: set[str] = set()
 
-    def queue_url(self, job_type: str) -> str:
+    def queue_url(self, job_type: str, priority: str | None = None) -> str:
         return f"queue:{job_type}"
 
     def send_batch(self, batch: Sequence[Outgoing[T]]) -> SendResult[T]:

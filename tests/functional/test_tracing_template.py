@@ -140,7 +140,7 @@ class Recording:
     def __init__(self) -> None:
         self.sent: list[Outgoing[Any]] = []
 
-    def queue_url(self, job_type: str) -> str:
+    def queue_url(self, job_type: str, priority: str | None = None) -> str:
         return f"queue:{job_type}"
 
     def send_batch(self, batch: Sequence[Outgoing[Any]]) -> SendResult[Any]:

@@ -124,7 +124,10 @@ def test_a_result_must_be_small_json() -> None:
 class NoQueue:
     """The runner's queue port, for runs that must not touch a queue."""
 
-    def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+    def priority(self, record: Any) -> str | None:
+        return None
+
+    def change_visibility(self, record: Any, seconds: int) -> None:
         raise AssertionError("unexpected queue operation")
 
     def dead_letter(self, record: Any, reason: Any, now: float) -> None:

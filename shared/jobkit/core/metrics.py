@@ -23,6 +23,11 @@ metric                      unit          what
 ``DedupStoreUnavailable``   Count         jobs run without the dedup store (fail-open)
 ==========================  ============  ===============================================
 
+A job of a priority lane (:mod:`jobkit.declaration.lanes`) adds its
+``PickupDelay`` to a document with the dimensions ``JobType`` and
+``Priority`` too: how long each lane waits. Jobs of a queue's own lane add
+nothing, so a type without lanes writes what it wrote before.
+
 Powertools' ``EphemeralMetrics`` builds each EMF document: it keeps no state
 between instances, so metrics never leak from one batch (or test) to the next.
 """
@@ -40,6 +45,8 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from jobkit.core.outcome import RecordResult
 
 DIMENSION = "JobType"
+#: The second dimension of a priority lane's pickup delays.
+PRIORITY_DIMENSION = "Priority"
 # EMF allows 100 values per metric in one document, and Powertools prints a
 # document on its own once a metric reaches 100; stay below so that every
 # document goes to our stream.
@@ -61,6 +68,7 @@ class EmfMetrics:
         self._stream = stream
         self._counts: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self._timings: defaultdict[str, defaultdict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self._lane_delays: defaultdict[tuple[str, str], list[float]] = defaultdict(list)
 
     def record(self, result: RecordResult) -> None:
         counts = self._counts[result.job_type]
@@ -74,24 +82,39 @@ class EmfMetrics:
             if value is not None:
                 # to the hundredth of a millisecond: more digits cost log bytes, not insight
                 self._timings[result.job_type][metric].append(round(value, 2))
+        if result.priority is not None and result.pickup_delay_ms is not None:
+            self._lane_delays[(result.job_type, result.priority)].append(round(result.pickup_delay_ms, 2))
 
     def flush(self) -> None:
         """Write what was recorded, and forget it first: a write that fails
         loses this batch's metrics rather than counting them again in the next."""
         stream = self._stream or sys.stdout
-        counts, timings = self._counts, self._timings
+        counts, timings, lanes = self._counts, self._timings, self._lane_delays
         self._counts, self._timings = defaultdict(Counter), defaultdict(lambda: defaultdict(list))
+        self._lane_delays = defaultdict(list)
         for job_type in sorted(set(counts) | set(timings)):
             for document in self._documents(job_type, counts.get(job_type, Counter()), timings.get(job_type, {})):
                 stream.write(json.dumps(document, separators=(",", ":")) + "\n")
+        for (job_type, priority), delays in sorted(lanes.items()):
+            lane = {PRIORITY_DIMENSION: priority}
+            for document in self._documents(job_type, Counter(), {"PickupDelay": delays}, lane):
+                stream.write(json.dumps(document, separators=(",", ":")) + "\n")
         stream.flush()
 
-    def _documents(self, job_type: str, counts: Mapping[str, int], timings: Mapping[str, list[float]]) -> list[Any]:
+    def _documents(
+        self,
+        job_type: str,
+        counts: Mapping[str, int],
+        timings: Mapping[str, list[float]],
+        dimensions: Mapping[str, str] | None = None,
+    ) -> list[Any]:
         chunks = max([1] + [-(-len(values) // MAX_VALUES_PER_DOCUMENT) for values in timings.values()])
         documents = []
         for chunk in range(chunks):
             metrics = EphemeralMetrics(namespace=self._namespace)
             metrics.add_dimension(DIMENSION, job_type)
+            for name, value in (dimensions or {}).items():
+                metrics.add_dimension(name, value)
             if chunk == 0:
                 for name, count in counts.items():
                     metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)

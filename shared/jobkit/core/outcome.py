@@ -106,6 +106,7 @@ class RecordResult:
     send_back: str | None = None  # why its message goes back, though it ended: its end was not counted
     batch: str | None = None  # the batch of a poisoned member whose body could be read (its end counts)
     correlation_id: str | None = None  # the correlation ID its message carried
+    priority: str | None = None  # the priority lane it came from (None: its queue's own)
     # What the job (or jobkit) raised, for tests and in-process callers; never serialised.
     exception: BaseException | None = field(default=None, compare=False, repr=False)
 

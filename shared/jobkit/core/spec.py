@@ -24,18 +24,18 @@ from jobkit.core.time_hints import ahead as _ahead
 from jobkit.core.time_hints import milliseconds_hint as _milliseconds_hint
 from jobkit.core.wire import (
     BATCH_WIRE_VERSION,
-    FIELD_NAME_PATTERN,
     ID_PATTERN,
     KNOWN_FIELDS,
+    LANE_PATTERN,
     MAX_DOMAIN_BYTES,
     MAYBE_SURROGATE,
     TYPE_PATTERN,
     WIRE_VERSION,
     batch_id,
     chain_link,
+    check_extra_fields,
     decode,
     is_number,
-    short,
     sqs_json,
     utc_time,
     valid_domain,
@@ -98,6 +98,8 @@ class JobSpecification:
             sets it); its body is then of wire version 2.
         chain: the chain step it is a job of (:meth:`jobkit.JobQueueGroup.chain` sets
             it), with what the step before left for it; a chain step's job is a batch member.
+        priority: the priority lane of its type's queue it is sent to (``"high"``);
+            ``None``: the queue's default lane, or, pushed from a job, the job's own lane.
         extra_fields: body fields this jobkit does not know (a newer producer's
             optional ones, docs/wire-format.md), written back into the body as
             given; :meth:`from_dict` keeps a body's. None may be a field jobkit
@@ -114,6 +116,7 @@ class JobSpecification:
         "extra_fields",
         "id",
         "params",
+        "priority",
         "release_at",
         "remove_duplicates",
         "remove_duplicates_ignore_params",
@@ -135,6 +138,7 @@ class JobSpecification:
         extra_fields: Mapping[str, Any] | None = None,
         batch: str | None = None,
         chain: ChainLink | None = None,
+        priority: str | None = None,
     ) -> None:
         if not isinstance(type, str) or not TYPE_PATTERN.fullmatch(type):
             raise SpecError(f"job type must be a name like 'htmlCacheUpdate', got {type!r}")
@@ -166,8 +170,11 @@ class JobSpecification:
         if chain is not None and (not isinstance(chain, ChainLink) or batch is None):
             raise SpecError(f"{type}: chain must be a ChainLink, and a chain step's job is a batch member")
         self.chain = chain
+        if priority is not None and (not isinstance(priority, str) or not LANE_PATTERN.fullmatch(priority)):
+            raise SpecError(f"{type}: priority must be a lane name matching {LANE_PATTERN.pattern}, got {priority!r}")
+        self.priority = priority
         self.extra_fields: dict[str, Any] = dict(extra_fields or {})
-        _check_extra_fields(self.type, self.extra_fields)
+        check_extra_fields(self.type, self.extra_fields)
 
     # -- MediaWiki's IJobSpecification ---------------------------------
 
@@ -293,11 +300,13 @@ class JobSpecification:
             data["batch"] = {"id": self.batch}
         if self.chain is not None:
             data["chain"] = self.chain.to_wire()
+        if self.priority is not None:
+            data["priority"] = self.priority
         if self.remove_duplicates_ignore_params:
             data["removeDuplicatesIgnoreParams"] = list(self.remove_duplicates_ignore_params)
         if self.extra_fields:
             # checked again: the dict may have changed since the spec was made
-            _check_extra_fields(f"{self.type} {self.id}", self.extra_fields)
+            check_extra_fields(f"{self.type} {self.id}", self.extra_fields)
             data.update(self.extra_fields)
         return data
 
@@ -359,6 +368,7 @@ class JobSpecification:
             extra_fields={name: value for name, value in data.items() if name not in KNOWN_FIELDS},
             batch=batch_id(data["batch"]) if "batch" in data else None,
             chain=chain_link(data["chain"]) if "chain" in data else None,
+            priority=data.get("priority"),
         )
 
     # -- value semantics -------------------------------------------------
@@ -373,16 +383,6 @@ class JobSpecification:
 
     def __repr__(self) -> str:
         return f"JobSpecification({self.type!r}, id={self.id!r}, domain={self.domain!r})"
-
-
-def _check_extra_fields(job: str, fields: Mapping[str, Any]) -> None:
-    """A kept field is a newer producer's: never a field jobkit reads or writes
-    itself (a second ``id``, a ``v``, the runners' ``priorAttempts``), and a name
-    a body may have (docs/wire-format.md: an identifier)."""
-    for name in fields:
-        if not isinstance(name, str) or name in KNOWN_FIELDS or not FIELD_NAME_PATTERN.fullmatch(name):
-            reason = "is jobkit's own field" if name in KNOWN_FIELDS else "is not an identifier"
-            raise SpecError(f"{job}: extra field {short(name)} {reason}: a kept field is one jobkit does not know")
 
 
 def _epoch(value: float | datetime) -> float:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobkit.core.errors import SpecError
@@ -54,6 +55,8 @@ TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 #: The name of a field this reader does not know (a newer producer's optional one).
 FIELD_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+#: A priority lane's name (``priority``): the suffix of its queue's SQS name.
+LANE_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,15}$")
 SIGNATURE_PATTERN = re.compile(r"^[0-9a-f]{40}$")
 #: A domain is at most this many bytes of UTF-8: it is part of the jobs table's
 #: sort keys, which DynamoDB limits to 1,024 bytes.
@@ -93,6 +96,7 @@ _FIELDS = {
     "priorAttempts",
     "batch",
     "chain",
+    "priority",
 }
 _REQUIRED = ("v", "id", "type", "params", "enqueuedAt")
 #: The fields v1 and v2 name: jobkit's own. Any other is a newer producer's optional one.
@@ -250,6 +254,12 @@ def validate(data: Any) -> None:
         ("releaseAt", data.get("releaseAt") is None or is_number(data["releaseAt"]), "null or epoch seconds"),
         ("removeDuplicates", isinstance(data.get("removeDuplicates", False), bool), "a boolean"),
         (
+            "priority",
+            data.get("priority") is None
+            or (isinstance(data["priority"], str) and bool(LANE_PATTERN.fullmatch(data["priority"]))),
+            f"null or a priority lane's name matching {LANE_PATTERN.pattern}",
+        ),
+        (
             "removeDuplicatesIgnoreParams",
             isinstance(data.get("removeDuplicatesIgnoreParams", []), list)
             and all(isinstance(p, str) for p in data.get("removeDuplicatesIgnoreParams", [])),
@@ -329,3 +339,13 @@ def validate_root_params(params: dict[str, Any]) -> None:
     is_self = params.get("rootJobIsSelf")
     if is_self is not None and not isinstance(is_self, bool):
         raise SpecError(f"params.rootJobIsSelf must be a boolean, got {short(is_self)}")
+
+
+def check_extra_fields(job: str, fields: Mapping[str, Any]) -> None:
+    """A kept field is a newer producer's: never a field jobkit reads or writes
+    itself (a second ``id``, a ``v``, the runners' ``priorAttempts``), and a name
+    a body may have (docs/wire-format.md: an identifier)."""
+    for name in fields:
+        if not isinstance(name, str) or name in KNOWN_FIELDS or not FIELD_NAME_PATTERN.fullmatch(name):
+            reason = "is jobkit's own field" if name in KNOWN_FIELDS else "is not an identifier"
+            raise SpecError(f"{job}: extra field {short(name)} {reason}: a kept field is one jobkit does not know")

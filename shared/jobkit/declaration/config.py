@@ -29,8 +29,11 @@ from jobkit.core.resources import (
     refuse_shared_logical_ids,
 )
 from jobkit.core.wire import TYPE_PATTERN
+from jobkit.declaration.lanes import PRIORITY_OPTIONS, Lane, refuse_lane_names, share_lanes
 from jobkit.declaration.options import TypeOption, Where, matches, no_unknown_keys, table
 from jobkit.declaration.params_schema import PARAMS_OPTIONS, schemas_checked_on_use
+from jobkit.declaration.queues import QueueConfig as QueueConfig  # re-exported: every module takes it from here
+from jobkit.declaration.queues import queue_config
 from jobkit.declaration.tracing import TRACING_OPTIONS
 from jobkit.declaration.type_options import CORE_OPTIONS, Backoff
 from jobkit.dedup.options import DEDUP_OPTIONS
@@ -78,6 +81,7 @@ class JobType:
     max_held_s: int = 86400  # a job that a limit holds back longer than this is dead-lettered
     tracing: bool = False  # a span per job (X-Ray, through Powertools Tracer), linked to the producer's trace
     params_schema: ParamsSchema | None = None  # the shape of its params, checked at push and by the runner
+    priorities: tuple[tuple[str, int], ...] = ()  # its queue's priority lanes and their concurrency
 
     def check_params(self, job_id: str, params: Mapping[str, Any]) -> None:
         """Raise :class:`~jobkit.declaration.params_schema.InvalidParams` if ``params`` do not
@@ -110,28 +114,6 @@ class JobType:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueConfig:
-    """A queue and its runner function. Types that share a queue share its function,
-    so it takes the largest timeout, memory, concurrency and attempt count of its
-    types and the smallest batch size; the runner enforces each type's own
-    ``max_attempts`` itself."""
-
-    name: str
-    types: tuple[str, ...]
-    max_receive_count: int
-    timeout_s: int
-    memory_mb: int
-    batch_size: int
-    batch_window_s: int
-    max_concurrency: int
-
-    @property
-    def visibility_timeout_s(self) -> int:
-        # AWS: at least six times the function timeout, plus the batching window.
-        return 6 * self.timeout_s + self.batch_window_s
-
-
-@dataclass(frozen=True, slots=True)
 class Declaration:
     """All declared job types, and the names of the resources that serve them."""
 
@@ -151,7 +133,7 @@ class Declaration:
         by_queue: dict[str, list[JobType]] = {}
         for job_type in self.types.values():
             by_queue.setdefault(job_type.queue, []).append(job_type)
-        queues = {name: _queue_config(name, members) for name, members in sorted(by_queue.items())}
+        queues = {name: queue_config(name, members) for name, members in sorted(by_queue.items())}
         object.__setattr__(self, "queues", queues)
 
     def job_type(self, name: str) -> JobType:
@@ -189,6 +171,11 @@ class Declaration:
         )
 
     @property
+    def lanes(self) -> dict[str, Lane]:
+        """Every queue's lanes by :attr:`~jobkit.declaration.lanes.Lane.key` (a queue's own by its name)."""
+        return {lane.key: lane for queue in self.queues.values() for lane in queue.lanes}
+
+    @property
     def names(self) -> ResourceNames:
         """The names of the resources deployed under this declaration's prefix."""
         return ResourceNames(self.prefix)
@@ -222,19 +209,6 @@ class Declaration:
         """The same declaration deployed under another name prefix (a stage)."""
         where, expected = Where(self.source, "jobkit.prefix"), f"must match {PREFIX_PATTERN.pattern}"
         return replace(self, prefix=where.check(prefix, matches(PREFIX_PATTERN), expected))
-
-
-def _queue_config(name: str, members: list[JobType]) -> QueueConfig:
-    return QueueConfig(
-        name=name,
-        types=tuple(sorted(t.name for t in members)),
-        max_receive_count=max(t.max_attempts for t in members),
-        timeout_s=max(t.timeout_s for t in members),
-        memory_mb=max(t.memory_mb for t in members),
-        batch_size=min(t.batch_size for t in members),
-        batch_window_s=max(t.batch_window_s for t in members),
-        max_concurrency=max(t.max_concurrency for t in members),
-    )
 
 
 # -- loading -----------------------------------------------------------------
@@ -308,13 +282,17 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
             for name, spec in types_raw.items()
         }
     )
+    types = share_lanes(types)
     for job_type in types.values():
         for target in job_type.pushes:
             if target not in types:
                 raise ConfigError(source, f"types.{job_type.name}.pushes", f"names undeclared type {target!r}")
     refuse_shared_logical_ids(source, types, lambda name: f"types.{name}")
-    refuse_shared_logical_ids(source, {t.queue for t in types.values()}, lambda _: "types.*.queue")
-    refuse_names_aws_refuses(source, {t.queue: t.name for t in sorted(types.values(), key=lambda t: t.name)})
+    named = {t.queue: t.name for t in sorted(types.values(), key=lambda t: t.name)}
+    lanes = [lane for queue in Declaration(types).queues.values() for lane in queue.lanes]
+    refuse_lane_names(source, lanes, named)
+    refuse_shared_logical_ids(source, {lane.key for lane in lanes}, lambda _: "types.*.queue")
+    refuse_names_aws_refuses(source, named)
     schedules: Mapping[str, Schedule] = {}
     if "schedules" in raw:  # a runner's declaration has none: its cold start skips the module
         from jobkit.declaration.schedules import parse_schedules
@@ -348,6 +326,7 @@ TYPE_OPTIONS: tuple[TypeOption, ...] = (
     *FLOW_OPTIONS,
     *TRACING_OPTIONS,
     *PARAMS_OPTIONS,
+    *PRIORITY_OPTIONS,
 )
 
 

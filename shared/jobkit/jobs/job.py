@@ -118,6 +118,11 @@ class Job:
     def params(self) -> dict[str, Any]:
         return self.spec.params
 
+    @property
+    def priority(self) -> str | None:
+        """The priority lane it runs in (None: its queue's default lane); the jobs it pushes go there too."""
+        return self.spec.priority
+
     # -- what subclasses implement ---------------------------------------
 
     def run(self) -> bool | None:

@@ -109,8 +109,8 @@ def run_flow_demo(
     spec = JobSpecification(RATE_TYPE, {"account": ACCOUNT})
     final = _final_outcomes(results, set(edit_ids))
     return FlowDemoReport(
-        quiet_p95_ms=_p95(fair),
-        quiet_p95_without_fairness_ms=_p95(unfair),
+        quiet_p95_ms=p95(fair),
+        quiet_p95_without_fairness_ms=p95(unfair),
         rate_key=rate_limit.key.shown(rate_limit.key.value(spec)),
         observed_per_s=observed_rate(_start_times(results, set(rate_ids))),
         limit_per_s=rate_limit.per_second,
@@ -188,9 +188,10 @@ def _final_outcomes(results: Sequence[RecordResult], job_ids: set[str]) -> dict[
     return final
 
 
-def _p95(values: Sequence[float]) -> float:
+def p95(values: Sequence[float]) -> float:
+    """The 95th percentile of the pickup delays a scenario measured."""
     if not values:
-        raise RuntimeError("no quiet job ran: the scenario did not finish")
+        raise RuntimeError("none of the jobs measured ran: the scenario did not finish")
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[94]

@@ -1,11 +1,12 @@
 """The runner functions of a local stack, as Lambda runs them: per queue, a
 pool of containers, each with a runner built by the composition root, fed by
-an event source mapping that polls the queue."""
+an event source mapping per lane that polls the lane's queue."""
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobkit.core.clock import Clock
@@ -43,19 +44,20 @@ class RunnerFunctions:
     def deploy(
         self,
         queue: str,
-        queue_url: str,
-        queue_arn: str,
+        lanes: Mapping[str, tuple[str, str]],
         *,
-        receivable: Callable[[], bool],
+        receivable: Callable[[str], bool],
         recursive_loop: str | Callable[[], str],
         registry: JobRegistry | None = None,
         seed: int | None = None,
-    ) -> tuple[Runner, EventSourceMapping]:
-        """The queue's first container's runner, and the mapping that feeds its containers.
+    ) -> tuple[Runner, dict[str, EventSourceMapping]]:
+        """The queue's first container's runner, and the mappings that feed its
+        containers: one per lane (:mod:`jobkit.declaration.lanes`), as deployed.
 
         Args:
-            receivable: whether the queue has a message a receive would return
-                (a mapping skips an empty queue without a request).
+            lanes: each lane's key -> its queue's URL and ARN (the queue's own lane first).
+            receivable: whether a lane (by key) has a message a receive would
+                return (a mapping skips an empty queue without a request).
             recursive_loop: the function's ``RecursiveLoop``, or how to read it
                 when a batch comes.
             registry: resolves job classes (default: from the declaration).
@@ -69,18 +71,22 @@ class RunnerFunctions:
 
         containers = Containers(container)
         function = declaration.names.runner(queue)
-        mapping = EventSourceMapping(
-            self._sqs,
-            queue_url,
-            queue_arn,
-            containers.handle,
-            batch_size=config.batch_size,
-            function_name=function,
-            timeout_s=config.timeout_s,
-            memory_mb=config.memory_mb,
-            clock=self._clock,
-            region=self._region,
-            receivable=receivable,
-            recursion=RecursionGuard(function, recursive_loop),
-        )
-        return containers.first, mapping
+        recursion = RecursionGuard(function, recursive_loop)  # the function's: its lanes' messages count alike
+        mappings = {
+            key: EventSourceMapping(
+                self._sqs,
+                url,
+                arn,
+                containers.handle,
+                batch_size=config.batch_size,
+                function_name=function,
+                timeout_s=config.timeout_s,
+                memory_mb=config.memory_mb,
+                clock=self._clock,
+                region=self._region,
+                receivable=functools.partial(receivable, key),
+                recursion=recursion,
+            )
+            for key, (url, arn) in lanes.items()
+        }
+        return containers.first, mappings

@@ -25,14 +25,15 @@ if TYPE_CHECKING:
 
 
 def provision_queues(sqs: SQSClient, declaration: Declaration) -> dict[str, str]:
-    """Create every queue and its DLQ, as the template declares them. Returns SQS queue name -> URL."""
+    """Create every queue and its DLQ (and every priority lane's), as the template
+    declares them. Returns SQS queue name -> URL."""
     urls: dict[str, str] = {}
-    for queue in declaration.queues:
-        ids, resources = QueueIds(queue), sqs_queues(declaration.queues[queue])
-        dlq_name = declaration.dlq_name(queue)
+    for queue, lane in ((declaration.queues[lane.queue], lane.key) for lane in declaration.lanes.values()):
+        ids, resources = QueueIds(lane), sqs_queues(queue)
+        dlq_name = declaration.dlq_name(lane)
         dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=_queue_attributes(resources[ids.dlq], {}))["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        name = declaration.queue_name(queue)
+        name = declaration.queue_name(lane)
         attributes = _queue_attributes(resources[ids.queue], {ids.dlq: dlq_arn})
         urls[name] = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         urls[dlq_name] = dlq_url
@@ -101,10 +102,11 @@ def deploy_template(
     )
     deployed = Deployed(outputs=stack.outputs)
     sqs = client("sqs")
-    for queue in declaration.queues:
+    for lane in declaration.lanes:
         # by name: a queue in a nested stack has no output in the root
-        for name in (declaration.queue_name(queue), declaration.dlq_name(queue)):
+        for name in (declaration.queue_name(lane), declaration.dlq_name(lane)):
             deployed.queue_urls[name] = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    for queue in declaration.queues:
         runner = declaration.names.runner(queue)
         deployed.recursive_loop[queue] = functools.partial(recursion_setting, runner, account_id, region)
     return deployed

@@ -214,8 +214,8 @@ class MetricsPublisher:
     def _queue_metric_data(self, now: float) -> Iterator[MetricDatumTypeDef]:
         sent = self._sent.take()
         stamp = _datetime(now)
-        for queue in self._declaration.queues:
-            name = self._declaration.queue_name(queue)
+        for key in self._declaration.lanes:  # every queue, each of its priority lanes a queue of its own
+            name = self._declaration.queue_name(key)
             age = oldest_message_age(self._account_id, self._region, name, now)
             if sent[name] or age is not None:
                 self._active.add(name)
@@ -283,6 +283,7 @@ def succeeded_line(result: RecordResult, service: str) -> str | None:
         "job_id": result.job_id,
         "job_type": result.job_type,
         "domain": result.domain,
+        "priority": result.priority,
         "run_time_ms": round(result.run_time_ms, 2),
     }
     return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":"))

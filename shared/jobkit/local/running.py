@@ -33,7 +33,7 @@ class Running:
     def poll_once(self) -> int:
         """One round of polling; returns the number of records delivered.
 
-        Each queue gets up to its ``max_concurrency`` batches per round, taken
+        Each queue (each lane of one) gets up to its ``max_concurrency`` batches per round, taken
         in turns, so a queue with more concurrency (enotifNotify's 20 against
         the default 8) gets through its messages faster while a backlog drains
         elsewhere: the nearest a single process comes to Lambda running each
@@ -46,7 +46,7 @@ class Running:
         if self.scheduler is not None:
             self.scheduler.fire_due(self.clock.now())
         delivered = 0
-        concurrency = {queue: config.max_concurrency for queue, config in self.declaration.queues.items()}
+        concurrency = {key: lane.max_concurrency for key, lane in self.declaration.lanes.items()}
         for slot in range(max(concurrency.values(), default=0)):
             for queue, mapping in self.mappings.items():
                 if slot < concurrency[queue]:
@@ -126,8 +126,8 @@ class Running:
         return Fleet(
             clock,
             self.mappings,
-            {queue: config.max_concurrency for queue, config in self.declaration.queues.items()},
-            lambda queue: self._receivable(self.declaration.queue_name(queue)),
+            {key: lane.max_concurrency for key, lane in self.declaration.lanes.items()},
+            lambda key: self._receivable(self.declaration.queue_name(key)),
             self.next_wakeup,
         )
 
@@ -141,7 +141,7 @@ class Running:
 
     def next_wakeup(self) -> float | None:
         """When the next hidden or delayed message in a jobkit queue becomes visible."""
-        names = [self.declaration.queue_name(queue) for queue in self.declaration.queues]
+        names = [self.declaration.queue_name(key) for key in self.declaration.lanes]
         return next_visible_at(self.account_id, self.region, names, self.clock.now())
 
     def _receivable(self, name: str) -> bool:

@@ -274,12 +274,12 @@ class LocalStack(Running):
         return PushRoute(app, lambda: self.push_endpoint, iam=iam, region=self.region)
 
     def queue_arn(self, queue: str, *, dlq: bool = False) -> str:
-        """The ARN of a declared queue (or of its DLQ)."""
+        """The ARN of a declared queue (or of its DLQ); a lane's by its key (``render-high``)."""
         name = self.declaration.dlq_name(queue) if dlq else self.declaration.queue_name(queue)
         return f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}"
 
     def queue_url(self, queue: str, *, dlq: bool = False) -> str:
-        """The URL of a declared queue (or of its DLQ)."""
+        """The URL of a declared queue (or of its DLQ); a lane's by its key (``render-high``)."""
         return self.queue_urls[self.declaration.dlq_name(queue) if dlq else self.declaration.queue_name(queue)]
 
     def _wire_runners(self) -> None:
@@ -302,16 +302,17 @@ class LocalStack(Running):
         if self.metrics_publisher is not None:
             sinks.append(self.metrics_publisher)
         functions = RunnerFunctions(self.wiring, self.sqs, self.region, self.clock, sinks)
-        for queue in self.declaration.queues:
-            self.runners[queue], self.mappings[queue] = functions.deploy(
+        for queue, config in self.declaration.queues.items():
+            lanes = {lane.key: (self.queue_url(lane.key), self.queue_arn(lane.key)) for lane in config.lanes}
+            self.runners[queue], mappings = functions.deploy(
                 queue,
-                self.queue_url(queue),
-                self.queue_arn(queue),
-                receivable=functools.partial(self._receivable, self.declaration.queue_name(queue)),
+                lanes,
+                receivable=lambda key: self._receivable(self.declaration.queue_name(key)),
                 recursive_loop=self._recursive_loop.get(queue, RUNNER_RECURSIVE_LOOP),
                 registry=self._registry,
                 seed=self._seed,
             )
+            self.mappings.update(mappings)  # by lane: a queue's own lane by the queue's name
 
     def _send_scheduled(self, job_type: str, body: str) -> None:
         """A schedule's firing, sent as EventBridge Scheduler sends it: the body alone."""

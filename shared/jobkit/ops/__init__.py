@@ -21,7 +21,7 @@ from jobkit.ops.dlq import RemovalReport, delete, purge
 from jobkit.ops.jobs import JobMatch, JobReport, job_report, push_job
 from jobkit.ops.queues import QueuesReport, QueueSummary, queue_summaries
 from jobkit.ops.redrive import RedriveReport, redrive
-from jobkit.ops.scope import Scope, resolve_scope
+from jobkit.ops.scope import Scope, resolve_scope, resolve_scopes
 from jobkit.ops.top import TopSnapshot, TypeLine, top_snapshot
 from jobkit.ops.verdict import Claimed, Reason, Verdict
 from jobkit.records import ANY_DOMAIN
@@ -51,5 +51,6 @@ __all__ = [
     "queue_summaries",
     "redrive",
     "resolve_scope",
+    "resolve_scopes",
     "top_snapshot",
 ]

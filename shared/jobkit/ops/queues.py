@@ -1,7 +1,8 @@
 """The queue summary (``jobkit queues``, MediaWiki's ``showJobs.php --group``).
 
 Counts are per queue, as SQS keeps them: types that share a queue share its
-counts, and the summary lists the types of each queue. The oldest message's
+counts, and the summary lists the types of each queue. A queue's priority
+lanes are queues of their own, each a row of its own. The oldest message's
 age is SQS's CloudWatch metric, which ``jobkit local up`` publishes too.
 """
 
@@ -67,6 +68,7 @@ class QueueSummary:
     delayed: int
     dead_lettered: int
     oldest_age_s: float | None
+    priority: str | None = None  # the queue's priority lane this row is (None: the queue's own)
 
     @property
     def backlog(self) -> int:
@@ -75,6 +77,7 @@ class QueueSummary:
     def to_json(self) -> dict[str, Any]:
         return {
             "queue": self.queue,
+            "priority": self.priority,
             "sqs_name": self.sqs_name,
             "types": list(self.types),
             "queued": self.queued,
@@ -99,35 +102,37 @@ class QueuesReport:
 def queue_summaries(
     sqs: SQSClient, cloudwatch: CloudWatchClient, declaration: Declaration, directory: QueueDirectory, *, now: float
 ) -> QueuesReport:
-    """Counts of every declared queue and its DLQ, and the oldest message's age.
+    """Counts of every declared queue (and of each of its priority lanes) and
+    its DLQ, and the oldest message's age.
 
-    Cost: two GetQueueAttributes per queue, one GetMetricData in all.
+    Cost: two GetQueueAttributes per queue or lane, one GetMetricData in all.
     """
     ages = fetch_metrics(
         cloudwatch,
         [
-            MetricQuery(queue, "AWS/SQS", "ApproximateAgeOfOldestMessage", (("QueueName", name),), "Maximum")
-            for queue, name in ((q, declaration.queue_name(q)) for q in declaration.queues)
+            MetricQuery(key, "AWS/SQS", "ApproximateAgeOfOldestMessage", (("QueueName", name),), "Maximum")
+            for key, name in ((key, declaration.queue_name(key)) for key in declaration.lanes)
         ],
         start=now - AGE_WINDOW_S,
         end=now,
         period_s=60,
     )
     summaries = []
-    for queue, config in declaration.queues.items():
-        name = declaration.queue_name(queue)
+    for key, lane in declaration.lanes.items():
+        name = declaration.queue_name(key)
         counts = queue_counts(sqs, directory.url(name))
-        dead = queue_counts(sqs, directory.url(declaration.dlq_name(queue)))
+        dead = queue_counts(sqs, directory.url(declaration.dlq_name(key)))
         summaries.append(
             QueueSummary(
-                queue=queue,
+                queue=lane.queue,
                 sqs_name=name,
-                types=config.types,
+                types=declaration.queues[lane.queue].types,
                 queued=counts.visible,
                 in_flight=counts.in_flight,
                 delayed=counts.delayed,
                 dead_lettered=dead.total,
-                oldest_age_s=ages.latest(queue),
+                oldest_age_s=ages.latest(key),
+                priority=lane.priority,
             )
         )
     return QueuesReport(summaries, ages.error)

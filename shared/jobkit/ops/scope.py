@@ -9,12 +9,15 @@ follows:
 - a TYPE on a shared queue means that type's messages only, told apart by the
   ``JobType`` message attribute (or, failing that, the body's ``type``);
 - a QUEUE name (e.g. ``lowTraffic``) means the queue's whole DLQ.
+
+A queue with priority lanes has a DLQ per lane: a TARGET means each of them
+in turn (:func:`resolve_scopes`), or one lane's, if a priority is named.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobkit.core.errors import JobKitError
 from jobkit.declaration.config import Declaration
@@ -33,6 +36,7 @@ class Scope:
         type_filter: the one type to keep, when the queue is shared and a type
             was named; ``None`` means the whole queue.
         param_schemas: the declared ``params_schema`` of the queue's types that have one.
+        priority: the queue's lane whose queue and DLQ these are (None: the queue's own).
     """
 
     name: str
@@ -42,6 +46,7 @@ class Scope:
     sqs_name: str
     dlq_name: str
     param_schemas: Mapping[str, ParamsSchema] = field(default_factory=dict, compare=False)
+    priority: str | None = None
 
     @property
     def shared(self) -> bool:
@@ -88,3 +93,29 @@ def resolve_scope(declaration: Declaration, name: str) -> Scope:
         )
     schemas = {t: s for t in types if (s := declaration.types[t].params_schema) is not None}
     return Scope(name, queue, types, type_filter, declaration.queue_name(queue), declaration.dlq_name(queue), schemas)
+
+
+def resolve_scopes(declaration: Declaration, name: str, priority: str | None = None) -> list[Scope]:
+    """A TYPE or QUEUE argument in each lane of its queue, the queue's own
+    first (:mod:`jobkit.declaration.lanes`); or in the one lane ``priority`` names.
+
+    Raises:
+        JobKitError: ``name`` is neither a declared type nor a declared queue,
+            or its queue has no lane ``priority``.
+    """
+    scope = resolve_scope(declaration, name)
+    lanes = declaration.queues[scope.queue].lanes
+    if priority is not None:
+        lanes = tuple(lane for lane in lanes if lane.priority == priority)
+        if not lanes:
+            has = ", ".join(str(lane.priority) for lane in declaration.queues[scope.queue].lanes[1:]) or "none"
+            raise JobKitError(f"queue {scope.queue!r} has no priority lane {priority!r} (its lanes: {has})")
+    return [
+        replace(
+            scope,
+            sqs_name=declaration.queue_name(lane.key),
+            dlq_name=declaration.dlq_name(lane.key),
+            priority=lane.priority,
+        )
+        for lane in lanes
+    ]

@@ -12,14 +12,20 @@ Per type, over the last ``window_s`` seconds:
 - **backlog**, **DLQ**: SQS's counts now (per queue); **oldest**: the age of
   the queue's oldest message (``ApproximateAgeOfOldestMessage``).
 
+A type whose queue has priority lanes gets these summed over its lanes (the
+oldest message of any lane), and a line per lane below it: the lane's
+backlog, oldest message, dead letters and p95 pickup delay (``PickupDelay``
+with the ``Priority`` dimension; the queue's own lane has none of its own).
+
 The worst line is the type to look at first, by what an operator must act
 on: the most dead letters, then the longest wait of a job that is due (its
 p95 pickup delay, or its queue's oldest message while the queue has jobs
 ready to receive: a delayed job, or one running, is not behind), then the
 most jobs ready. A type whose only jobs are delayed is not behind at all.
 
-Cost per frame: two GetQueueAttributes per queue and three GetMetricData
-requests (CloudWatch bills GetMetricData per metric: 2 per queue and 8 per type).
+Cost per frame: two GetQueueAttributes per queue (and per lane) and three
+GetMetricData requests (CloudWatch bills GetMetricData per metric: 2 per queue
+or lane, 8 per type and 1 per priority lane of its queue).
 
 Against ``jobkit local up`` every figure is there too: the local stack
 publishes what SQS and its runners measure to its CloudWatch every few seconds.
@@ -30,11 +36,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobkit.core.metrics import DIMENSION
+from jobkit.core.metrics import DIMENSION, PRIORITY_DIMENSION
 from jobkit.core.outcome import Outcome
 from jobkit.declaration.config import Declaration
 from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
-from jobkit.ops.queues import queue_summaries
+from jobkit.ops.queues import QueueSummary, queue_summaries
 from jobkit.sqs import QueueDirectory
 
 if TYPE_CHECKING:
@@ -44,6 +50,26 @@ if TYPE_CHECKING:
 DEFAULT_WINDOW_S = 300
 #: The EMF counts of outcomes that end a job, each job once (Poisoned is inside DeadLettered).
 FINAL_OUTCOME_METRICS = Outcome.final_metrics()
+
+
+@dataclass(frozen=True)
+class LaneLine:
+    """One priority lane of a type's queue, under the type's line."""
+
+    priority: str | None  # None: the queue's own lane
+    backlog: int
+    dead_lettered: int
+    oldest_age_s: float | None
+    pickup_p95_ms: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "priority": self.priority,
+            "backlog": self.backlog,
+            "dead_lettered": self.dead_lettered,
+            "oldest_age_s": self.oldest_age_s,
+            "pickup_p95_ms": _round(self.pickup_p95_ms),
+        }
 
 
 @dataclass(frozen=True)
@@ -62,6 +88,7 @@ class TypeLine:
     pickup_p50_ms: float | None
     pickup_p95_ms: float | None
     ready: int | None = None  # messages ready to receive now (None: unknown, taken as the backlog)
+    lanes: tuple[LaneLine, ...] = ()  # its queue's lanes, the queue's own first, if it has priority lanes
 
     @property
     def due(self) -> int:
@@ -95,6 +122,7 @@ class TypeLine:
             "pickup_p50_ms": _round(self.pickup_p50_ms),
             "pickup_p95_ms": _round(self.pickup_p95_ms),
             "ready": self.ready,
+            "lanes": [lane.to_json() for lane in self.lanes],
         }
 
 
@@ -139,7 +167,9 @@ def top_snapshot(
     if window_s < 60 or window_s % 60:
         raise ValueError(f"the window must be a whole number of minutes, got {window_s} s")
     report = queue_summaries(sqs, cloudwatch, declaration, directory, now=now)
-    queues = {q.queue: q for q in report.queues}
+    queues: dict[str, list[QueueSummary]] = {}
+    for summary in report.queues:  # a queue's own lane first, then its priority lanes
+        queues.setdefault(summary.queue, []).append(summary)
     start = now - window_s
     counts = fetch_metrics(cloudwatch, _count_queries(declaration), start=start, end=now, period_s=window_s)
     # Percentiles in a request of their own: where they fail (plain moto
@@ -148,23 +178,37 @@ def top_snapshot(
     minutes = window_s / 60
     lines = []
     for name, job_type in sorted(declaration.types.items()):
-        queue = queues[job_type.queue]
+        lanes = queues[job_type.queue]
         out = [counts.total((name, metric)) for metric in FINAL_OUTCOME_METRICS]
         known = [value for value in out if value is not None]
+        sent = [value for lane in lanes if (value := counts.total(("in", lane.sqs_name))) is not None]
+        ages = [lane.oldest_age_s for lane in lanes if lane.oldest_age_s is not None]
         lines.append(
             TypeLine(
                 job_type=name,
                 queue=job_type.queue,
-                shared_queue=len(queue.types) > 1,
-                backlog=queue.backlog,
-                dead_lettered=queue.dead_lettered,
-                oldest_age_s=queue.oldest_age_s,
-                in_per_min=_per(counts.total(("in", job_type.queue)), minutes),
+                shared_queue=len(lanes[0].types) > 1,
+                backlog=sum(lane.backlog for lane in lanes),
+                dead_lettered=sum(lane.dead_lettered for lane in lanes),
+                oldest_age_s=max(ages) if ages else None,
+                in_per_min=_per(sum(sent) if sent else None, minutes),
                 out_per_min=_per(sum(known) if known else None, minutes),
                 failed_per_min=_per(counts.total((name, "Failed")), minutes),
                 pickup_p50_ms=delays.latest((name, "p50")),
                 pickup_p95_ms=delays.latest((name, "p95")),
-                ready=queue.queued,
+                ready=sum(lane.queued for lane in lanes),
+                lanes=tuple(
+                    LaneLine(
+                        lane.priority,
+                        lane.backlog,
+                        lane.dead_lettered,
+                        lane.oldest_age_s,
+                        None if lane.priority is None else delays.latest((name, lane.priority, "p95")),
+                    )
+                    for lane in lanes
+                )
+                if len(lanes) > 1
+                else (),
             )
         )
     failures = (("ages", report.metrics_error), ("rates", counts.error), ("pickup delays", delays.error))
@@ -176,10 +220,8 @@ def top_snapshot(
 
 def _count_queries(declaration: Declaration) -> list[MetricQuery]:
     queries = [
-        MetricQuery(
-            ("in", queue), "AWS/SQS", "NumberOfMessagesSent", (("QueueName", declaration.queue_name(queue)),), "Sum"
-        )
-        for queue in declaration.queues
+        MetricQuery(("in", name), "AWS/SQS", "NumberOfMessagesSent", (("QueueName", name),), "Sum")
+        for name in map(declaration.queue_name, declaration.lanes)
     ]
     for name in declaration.types:
         for metric in (*FINAL_OUTCOME_METRICS, "Failed"):
@@ -188,11 +230,17 @@ def _count_queries(declaration: Declaration) -> list[MetricQuery]:
 
 
 def _delay_queries(declaration: Declaration) -> list[MetricQuery]:
-    return [
+    queries = [
         MetricQuery((name, stat), declaration.namespace, "PickupDelay", ((DIMENSION, name),), stat)
         for name in declaration.types
         for stat in ("p50", "p95")
     ]
+    for name, job_type in declaration.types.items():
+        for lane in declaration.queues[job_type.queue].lanes[1:]:
+            dimensions = ((DIMENSION, name), (PRIORITY_DIMENSION, str(lane.priority)))
+            key = (name, lane.priority, "p95")
+            queries.append(MetricQuery(key, declaration.namespace, "PickupDelay", dimensions, "p95"))
+    return queries
 
 
 def _per(total: float | None, minutes: float) -> float | None:

@@ -132,6 +132,20 @@ def top_table(snapshot: TopSnapshot) -> FittedTable:
             _count(line.dead_lettered, bad=True),
             style="bold red reverse" if line.job_type == worst else None,
         )
+        for lane in line.lanes:  # a queue with priority lanes: each lane below its type
+            table.add_row(
+                f"  lane {lane.priority or 'default'}",
+                "",
+                _count(lane.backlog),
+                "",
+                "",
+                "",
+                "",
+                milliseconds(lane.pickup_p95_ms),
+                duration(lane.oldest_age_s),
+                _count(lane.dead_lettered, bad=True),
+                style="dim",
+            )
     return table
 
 

@@ -37,7 +37,11 @@ if TYPE_CHECKING:
 class QueuePort(Protocol):
     """The queue operations the runner performs itself (see :class:`jobkit.sqs.SqsQueues`)."""
 
-    def change_visibility(self, receipt_handle: str, seconds: int) -> None: ...
+    def priority(self, record: Mapping[str, Any]) -> str | None:
+        """The priority lane the record came from (None: its queue's default lane)."""
+        ...
+
+    def change_visibility(self, record: Mapping[str, Any], seconds: int) -> None: ...
 
     def dead_letter(self, record: Mapping[str, Any], reason: DeadLetterReason, now: float) -> None: ...
 
@@ -150,6 +154,8 @@ class Delivery:
     def keys(self) -> dict[str, Any]:
         """Structured log keys. Never the params: those are logged at DEBUG only."""
         keys = {"job_id": self.spec.id, "job_type": self.spec.type, "domain": self.spec.domain}
+        if self.spec.priority is not None:  # a priority lane's job: which lane
+            keys["priority"] = self.spec.priority
         correlation_id = self.correlation_id
         if correlation_id is not None:
             keys["correlation_id"] = correlation_id
@@ -164,6 +170,7 @@ class Delivery:
             domain=self.spec.domain,
             attempt=self.attempt,
             correlation_id=self.correlation_id,
+            priority=self.spec.priority,
             **fields,
         )
 

@@ -84,7 +84,7 @@ class Failures:
             extra={**delivery.keys, "attempt": delivery.attempt, "traceback": traceback_tail(error, message)},
         )
         try:
-            self._queues.change_visibility(delivery.record["receiptHandle"], delay)
+            self._queues.change_visibility(delivery.record, delay)
         except Exception:  # the queue's own visibility timeout applies instead
             log.warning("could not set the retry backoff", exc_info=True, extra=delivery.keys)
         return delivery.result(Outcome.RETRIED, error=describe(error, message), exception=error, **fields)

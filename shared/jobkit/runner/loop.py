@@ -114,6 +114,7 @@ class Runner:
             dedup = DedupStore(records, clock=self._clock)
         journal = AttemptJournal(records, clock=self._clock) if records is not None else None
         self._attempts = Attempts(journal)
+        self._queues = queues
         self._failures = Failures(self.queue, queues, journal, self._clock, rng or random.Random())
         self._canary = canary_type(self.queue)
         batched = any(declaration.types[name].batches for name in self.queue.types)
@@ -274,6 +275,9 @@ class Runner:
             check_size(record)
             spec = JobSpecification.from_message(record["body"])
             spec.check_times(self._clock.now())
+            lane = self._queues.priority(record)  # once queued, its lane is the queue it is in
+            if spec.priority != lane:
+                spec = spec.replace(priority=lane)
             job_type = self._served_type(spec.type)
         except SpecError as exc:
             return self._failures.poison(record, exc)

@@ -8,7 +8,9 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from jobkit.core.errors import SpecError
 from jobkit.declaration.config import Declaration
+from jobkit.declaration.lanes import Lane
 from jobkit.sqs.attributes import (
     ORIGINAL_MESSAGE_ATTRIBUTE,
     DeadLetterReason,
@@ -39,58 +41,93 @@ class QueueDirectory:
         self._declaration = declaration
         self._urls: dict[str, str] = dict(urls or {})
         self._lock = threading.Lock()
-        self._declared_by_name = {declaration.queue_name(q): q for q in declaration.queues}
+        self._lanes = {declaration.queue_name(lane.key): lane for q in declaration.queues.values() for lane in q.lanes}
 
     def url(self, sqs_name: str) -> str:
-        url = self._urls.get(sqs_name)
+        url = self._urls.get(sqs_name) or self._spelled(sqs_name)
         if url is None:
             url = self._client.get_queue_url(QueueName=sqs_name)["QueueUrl"]
             with self._lock:
                 self._urls[sqs_name] = url
         return url
 
+    def _spelled(self, sqs_name: str) -> str | None:
+        """The URL of a priority lane (or its DLQ), spelled from its queue's: an
+        SQS URL ends in the queue's name, and a queue's lanes are in its account
+        and Region. The deployed stack passes only the queues' own URLs (Lambda's
+        environment is 4 KB), and a lane then costs no GetQueueUrl."""
+        lane = self._lanes.get(sqs_name.removesuffix("-dlq"))
+        known = None if lane is None else self._urls.get(self._declaration.queue_name(lane.queue))
+        if lane is None or lane.priority is None or known is None:
+            return None
+        return f"{known.rsplit('/', 1)[0]}/{sqs_name}"
+
     def sqs_name(self, queue: str) -> str:
         """The SQS name of a declared queue."""
         return self._declaration.queue_name(queue)
 
-    def queue_url(self, job_type: str) -> str:
-        """The URL of the queue that serves a declared job type."""
-        return self.url(self._declaration.queue_name(self._declaration.job_type(job_type).queue))
+    def queue_url(self, job_type: str, priority: str | None = None) -> str:
+        """The URL of the queue (or of its priority lane) that serves a declared job type.
+
+        Raises:
+            SpecError: the type's queue has no lane of that priority, naming those it has.
+        """
+        queue = self._declaration.queues[self._declaration.job_type(job_type).queue]
+        lane = queue.lane(priority)
+        if lane is None:
+            lanes = [f"{lane.priority!r}" for lane in queue.lanes[1:]]
+            has = f"its lanes are {', '.join(lanes)}" if lanes else "it has none: declare priorities on its types"
+            raise SpecError(f"{job_type}: no priority lane {priority!r} on queue {queue.name!r} ({has})")
+        return self.url(self._declaration.queue_name(lane.key))
 
     def dlq_url_for(self, sqs_name: str) -> str:
-        """The DLQ URL of a jobkit queue, given the queue's SQS name."""
-        declared = self._declared_by_name.get(sqs_name)
-        if declared is None:
+        """The DLQ URL of a jobkit queue (or lane), given the queue's SQS name."""
+        lane = self._lanes.get(sqs_name)
+        if lane is None:
             raise KeyError(f"{sqs_name} is not a queue of this declaration")
-        return self.url(self._declaration.dlq_name(declared))
+        return self.url(self._declaration.dlq_name(lane.key))
 
     def declared_queue(self, sqs_name: str) -> str | None:
-        return self._declared_by_name.get(sqs_name)
+        """The declared queue of an SQS queue name (one of its lanes' names, or its own)."""
+        lane = self._lanes.get(sqs_name)
+        return None if lane is None else lane.queue
+
+    def lane(self, sqs_name: str) -> Lane | None:
+        """The lane an SQS queue name is (a queue's default lane, or a priority lane of it)."""
+        return self._lanes.get(sqs_name)
 
 
 class SqsQueues:
     """The queue operations a runner needs beyond what the event source
     mapping does for it: visibility backoff, dead-lettering, re-enqueueing.
     Bound to the runner's one queue (a declared queue name): every record it
-    handles came from there."""
+    handles came from one of its lanes (:mod:`jobkit.declaration.lanes`), and
+    each operation is on the record's own lane, named by its ``eventSourceARN``
+    (a record from elsewhere, a hand-made event's, is taken for the default lane's)."""
 
     def __init__(self, sqs_client: SQSClient, directory: QueueDirectory, queue: str) -> None:
         self._client = sqs_client
         self._directory = directory
         self._queue = queue
 
-    @property
-    def _sqs_name(self) -> str:
-        return self._directory.sqs_name(self._queue)
+    def sqs_name(self, record: Mapping[str, Any]) -> str:
+        """The SQS name of the lane the record came from."""
+        arn = record.get("eventSourceARN")
+        name = arn.rsplit(":", 1)[-1] if isinstance(arn, str) else ""
+        return name if self._directory.declared_queue(name) == self._queue else self._directory.sqs_name(self._queue)
 
-    @property
-    def _url(self) -> str:
-        return self._directory.url(self._sqs_name)
+    def priority(self, record: Mapping[str, Any]) -> str | None:
+        """The priority lane the record came from (None: its queue's default lane)."""
+        lane = self._directory.lane(self.sqs_name(record))
+        return None if lane is None else lane.priority
 
-    def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+    def _url(self, record: Mapping[str, Any]) -> str:
+        return self._directory.url(self.sqs_name(record))
+
+    def change_visibility(self, record: Mapping[str, Any], seconds: int) -> None:
         self._client.change_message_visibility(
-            QueueUrl=self._url,
-            ReceiptHandle=receipt_handle,
+            QueueUrl=self._url(record),
+            ReceiptHandle=record["receiptHandle"],
             VisibilityTimeout=max(0, min(MAX_VISIBILITY_S, int(seconds))),
         )
 
@@ -103,7 +140,7 @@ class SqsQueues:
         delete is left to the event source mapping, which deletes every record
         the handler does not report as failed (reporting it would only make a
         second DLQ copy)."""
-        source = self._sqs_name
+        source = self.sqs_name(record)
         body, attributes = dead_letter_copy(
             record["body"],
             {
@@ -124,12 +161,12 @@ class SqsQueues:
             log.warning("dead-lettered %s, but could not delete the original: the poller will", record["messageId"])
 
     def delete(self, record: Mapping[str, Any]) -> None:
-        self._client.delete_message(QueueUrl=self._url, ReceiptHandle=record["receiptHandle"])
+        self._client.delete_message(QueueUrl=self._url(record), ReceiptHandle=record["receiptHandle"])
 
     def requeue(
         self, record: Mapping[str, Any], delay_s: int, extra_attributes: Mapping[str, AttributeValue] | None = None
     ) -> str:
-        """Send a new copy of a message to its own queue (a delay hop or a
+        """Send a new copy of a message to its own queue (its lane: a delay hop or a
         deferral): the same body and ``MessageGroupId``, the sender's own
         attributes (never a ``jobkit.*`` one it carried), and
         ``extra_attributes``. Returns the copy's message ID.
@@ -148,7 +185,7 @@ class SqsQueues:
         response = self._client.send_message(
             **_in_group(
                 record,
-                QueueUrl=self._url,
+                QueueUrl=self._url(record),
                 MessageBody=record["body"],
                 DelaySeconds=delay_seconds(delay_s),
                 MessageAttributes=attributes,

@@ -64,8 +64,8 @@ class SqsPushTransport:
                 self._directory = QueueDirectory(client, self._declaration, self._queue_urls)
             return self._directory
 
-    def queue_url(self, job_type: str) -> str:
-        return self.directory.queue_url(job_type)
+    def queue_url(self, job_type: str, priority: str | None = None) -> str:
+        return self.directory.queue_url(job_type, priority)
 
     def send_batch(self, batch: Sequence[Outgoing[T]]) -> SendResult[T]:
         return send_batch(self.client, batch)

@@ -32,23 +32,28 @@ def alarm_topic() -> dict[str, Any]:
 
 def queue_alarms(queue: QueueConfig) -> dict[str, Any]:
     ids = QueueIds(queue.name)
-    return {
-        ids.dead_letters_alarm: _alarm(
-            f"jobs of queue {queue.name} are in its DLQ",
+    alarms: dict[str, Any] = {}
+    for lane in queue.lanes:  # each priority lane is a queue and a DLQ of its own
+        lane_ids = QueueIds(lane.key)
+        what = f"queue {queue.name}" if lane.priority is None else f"lane {lane.priority} of queue {queue.name}"
+        alarms[lane_ids.dead_letters_alarm] = _alarm(
+            f"jobs of {what} are in its DLQ",
             namespace="AWS/SQS",
             metric="ApproximateNumberOfMessagesVisible",
-            dimensions=[{"Name": "QueueName", "Value": {"Fn::GetAtt": [ids.dlq, "QueueName"]}}],
+            dimensions=[{"Name": "QueueName", "Value": {"Fn::GetAtt": [lane_ids.dlq, "QueueName"]}}],
             statistic="Maximum",
             threshold=0,
-        ),
-        ids.oldest_message_alarm: _alarm(
-            f"queue {queue.name} is not keeping up: its oldest message is too old",
+        )
+        alarms[lane_ids.oldest_message_alarm] = _alarm(
+            f"{what} is not keeping up: its oldest message is too old",
             namespace="AWS/SQS",
             metric="ApproximateAgeOfOldestMessage",
-            dimensions=[{"Name": "QueueName", "Value": {"Fn::GetAtt": [ids.queue, "QueueName"]}}],
+            dimensions=[{"Name": "QueueName", "Value": {"Fn::GetAtt": [lane_ids.queue, "QueueName"]}}],
             statistic="Maximum",
             threshold={"Ref": "OldestMessageAlarmSeconds"},
-        ),
+        )
+    return {
+        **alarms,
         # The runner's chains are allowed (RecursiveLoop: Allow); a drop means the
         # setting was lost (a stack edited by hand, an account-level change).
         ids.recursion_alarm: _alarm(

@@ -17,7 +17,7 @@ def dashboard(declaration: Declaration) -> dict[str, Any]:
     widgets: list[dict[str, Any]] = []
     namespace = declaration.namespace
     for row, job_type in enumerate(declaration.types.values()):
-        queue, dlq = NAMES.queue(job_type.queue), NAMES.dlq(job_type.queue)
+        lanes = [lane.key for lane in declaration.queues[job_type.queue].lanes]  # the queue, then its lanes
         y = row * 6
         dimension = ["JobType", job_type.name]
         widgets += [
@@ -34,8 +34,9 @@ def dashboard(declaration: Declaration) -> dict[str, Any]:
                 f"{job_type.name}: queue {job_type.queue} in and out",
                 "Sum",
                 [
-                    ["AWS/SQS", "NumberOfMessagesSent", "QueueName", queue],
-                    ["AWS/SQS", "NumberOfMessagesDeleted", "QueueName", queue],
+                    ["AWS/SQS", metric, "QueueName", NAMES.queue(lane)]
+                    for lane in lanes
+                    for metric in ("NumberOfMessagesSent", "NumberOfMessagesDeleted")
                 ],
             ),
             _widget(
@@ -54,9 +55,13 @@ def dashboard(declaration: Declaration) -> dict[str, Any]:
                 f"{job_type.name}: backlog and dead letters",
                 "Maximum",
                 [
-                    ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue],
-                    ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", queue, {"yAxis": "right"}],
-                    ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", dlq],
+                    line
+                    for queue, dlq in ((NAMES.queue(lane), NAMES.dlq(lane)) for lane in lanes)
+                    for line in (
+                        ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue],
+                        ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", queue, {"yAxis": "right"}],
+                        ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", dlq],
+                    )
                 ],
             ),
         ]

@@ -38,7 +38,8 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
     subset = declaration_to_dict(own, only_types=set(own.types), defaults=False)
     subset["jobkit"].pop("prefix")
     declaration_json = json.dumps(subset, separators=(",", ":"), sort_keys=True)
-    urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in own.queues}
+    lanes = [lane.key for queue in own.queues.values() for lane in queue.lanes]
+    urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in own.queues}  # lanes: spelled from these
     urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)
     variables: dict[str, Any] = {
         "JOBKIT_DECLARATION": declaration_json,
@@ -51,7 +52,7 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
             "Sid": "SendToTakenTypesQueues",
             "Effect": "Allow",
             "Action": ["sqs:SendMessage"],
-            "Resource": [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in own.queues],
+            "Resource": [{"Fn::GetAtt": [QueueIds(key).queue, "Arn"]} for key in lanes],
         },
         table_statement("RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, own.types)),
         # its cancellable types' cancellations; what cancel and status read of its types

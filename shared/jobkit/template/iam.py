@@ -92,6 +92,18 @@ def sendable_queues(declaration: Declaration, queue: QueueConfig) -> list[str]:
     return sorted({declaration.types[t].queue for t in pushed_types(declaration, queue)} | {queue.name})
 
 
+def sendable_lanes(declaration: Declaration, queue: QueueConfig) -> list[str]:
+    """The lanes (:attr:`~jobkit.declaration.lanes.Lane.key`) of the queues the runner of ``queue`` sends to:
+    every one, since a job's lane is the lane of the job that pushed it, when its queue has that lane."""
+    return [lane.key for name in sendable_queues(declaration, queue) for lane in declaration.queues[name].lanes]
+
+
+def lane_arns(queue: QueueConfig, *, dlq: bool = False) -> list[dict[str, Any]]:
+    """The ARNs of a queue's lanes (its own queue first), or of their DLQs."""
+    ids = [QueueIds(lane.key) for lane in queue.lanes]
+    return [{"Fn::GetAtt": [i.dlq if dlq else i.queue, "Arn"]} for i in ids]
+
+
 def producer_policy(declaration: Declaration) -> dict[str, Any]:
     """What an app that pushes needs: send to every job queue (not the DLQs), look
     their URLs up, record the root jobs it pushes, and call the push endpoint
@@ -108,7 +120,7 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
                         "Sid": "SendToJobQueues",
                         "Effect": "Allow",
                         "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
-                        "Resource": [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in declaration.queues],
+                        "Resource": [arn for queue in declaration.queues.values() for arn in lane_arns(queue)],
                     },
                     table_statement(
                         "RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)
@@ -212,8 +224,7 @@ def producer_statement(declaration: Declaration) -> list[dict[str, Any]]:
 
 def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:
     """The runner function's policy (an entry of its SAM ``Policies``)."""
-    ids = QueueIds(queue.name)
-    queue_arns = [{"Fn::GetAtt": [QueueIds(name).queue, "Arn"]} for name in sendable_queues(declaration, queue)]
+    queue_arns = [{"Fn::GetAtt": [QueueIds(key).queue, "Arn"]} for key in sendable_lanes(declaration, queue)]
     # Of its own types, the kinds of record it uses; of the other types its jobs
     # push, only the root records (pushing a root job records its root timestamp).
     # (and of `jobkit verify`'s canary, which every runner serves: its status and claims)
@@ -239,15 +250,15 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
                     "sqs:ChangeMessageVisibility",
                     "sqs:GetQueueAttributes",
                 ],
-                "Resource": {"Fn::GetAtt": [ids.queue, "Arn"]},
+                "Resource": lane_arns(queue),
             },
             {
                 # Its own queue (delay hops, deferrals), the queues of the
-                # types its jobs push, and its own DLQ.
+                # types its jobs push, and its own DLQ; each with its lanes.
                 "Sid": "SendToDeclaredQueues",
                 "Effect": "Allow",
                 "Action": ["sqs:SendMessage"],
-                "Resource": [*queue_arns, {"Fn::GetAtt": [ids.dlq, "Arn"]}],
+                "Resource": [*queue_arns, *lane_arns(queue, dlq=True)],
             },
             *table_statements,
             *([XRAY_STATEMENT] if traced(declaration, queue) else []),

@@ -83,16 +83,20 @@ def queue_resources(declaration: Declaration, queue: QueueConfig, base_dir: Path
         # every queue in the account ("Resource": "*"). The runner's own policy
         # already lets it consume its queue, and nothing else. (The logical ID is
         # the one SAM gave it.)
-        ids.event_source_mapping: {
-            "Type": "AWS::Lambda::EventSourceMapping",
-            "Properties": {
-                "EventSourceArn": {"Fn::GetAtt": [ids.queue, "Arn"]},
-                "FunctionName": {"Ref": ids.runner},
-                "BatchSize": queue.batch_size,
-                "MaximumBatchingWindowInSeconds": queue.batch_window_s,
-                "FunctionResponseTypes": ["ReportBatchItemFailures"],
-                "ScalingConfig": {"MaximumConcurrency": queue.max_concurrency},
-            },
+        # One per lane, each with the lane's share of the runner (jobkit.declaration.lanes).
+        **{
+            QueueIds(lane.key).event_source_mapping: {
+                "Type": "AWS::Lambda::EventSourceMapping",
+                "Properties": {
+                    "EventSourceArn": {"Fn::GetAtt": [QueueIds(lane.key).queue, "Arn"]},
+                    "FunctionName": {"Ref": ids.runner},
+                    "BatchSize": queue.batch_size,
+                    "MaximumBatchingWindowInSeconds": queue.batch_window_s,
+                    "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                    "ScalingConfig": {"MaximumConcurrency": lane.max_concurrency},
+                },
+            }
+            for lane in queue.lanes
         },
     }
 
@@ -125,24 +129,26 @@ def jobs_table() -> dict[str, Any]:
 
 
 def sqs_queues(queue: QueueConfig) -> dict[str, Any]:
-    """A declared queue and its DLQ. The local stack creates them from these
-    properties too (:mod:`jobkit.local.provision`)."""
-    ids = QueueIds(queue.name)
-    return {
-        ids.dlq: {
+    """A declared queue and its DLQ, and each of its priority lanes' queue and
+    DLQ. The local stack creates them from these properties too
+    (:mod:`jobkit.local.provision`)."""
+    resources: dict[str, Any] = {}
+    for lane in queue.lanes:
+        ids = QueueIds(lane.key)
+        resources[ids.dlq] = {
             "Type": "AWS::SQS::Queue",
             "Properties": {
-                "QueueName": {"Fn::Sub": NAMES.dlq(queue.name)},
+                "QueueName": {"Fn::Sub": NAMES.dlq(lane.key)},
                 "MessageRetentionPeriod": DLQ_RETENTION_S,
                 "MaximumMessageSize": MAX_MESSAGE_BYTES,
                 "SqsManagedSseEnabled": True,
             },
             "Metadata": checkov_skips("CKV_AWS_27"),
-        },
-        ids.queue: {
+        }
+        resources[ids.queue] = {
             "Type": "AWS::SQS::Queue",
             "Properties": {
-                "QueueName": {"Fn::Sub": NAMES.queue(queue.name)},
+                "QueueName": {"Fn::Sub": NAMES.queue(lane.key)},
                 "VisibilityTimeout": queue.visibility_timeout_s,
                 "MessageRetentionPeriod": QUEUE_RETENTION_S,
                 # set, not left to the default: a queue created before SQS raised its limit to
@@ -155,28 +161,24 @@ def sqs_queues(queue: QueueConfig) -> dict[str, Any]:
                 },
             },
             "Metadata": checkov_skips("CKV_AWS_27"),
-        },
-    }
+        }
+    return resources
 
 
 def queue_outputs(queue: QueueConfig) -> dict[str, Any]:
-    """The URLs and ARNs of a declared queue and its DLQ."""
-    ids = QueueIds(queue.name)
-    return {
-        ids.queue_url_output: {"Description": f"URL of queue {queue.name}", "Value": {"Ref": ids.queue}},
-        ids.queue_arn_output: {
-            "Description": f"ARN of queue {queue.name}",
-            "Value": {"Fn::GetAtt": [ids.queue, "Arn"]},
-        },
-        ids.dlq_url_output: {
-            "Description": f"URL of the DLQ of queue {queue.name}",
-            "Value": {"Ref": ids.dlq},
-        },
-        ids.dlq_arn_output: {
-            "Description": f"ARN of the DLQ of queue {queue.name}",
+    """The URLs and ARNs of a declared queue and its DLQ, and of each of its lanes'."""
+    outputs: dict[str, Any] = {}
+    for lane in queue.lanes:
+        ids = QueueIds(lane.key)
+        what = f"queue {queue.name}" if lane.priority is None else f"lane {lane.priority} of queue {queue.name}"
+        outputs[ids.queue_url_output] = {"Description": f"URL of {what}", "Value": {"Ref": ids.queue}}
+        outputs[ids.queue_arn_output] = {"Description": f"ARN of {what}", "Value": {"Fn::GetAtt": [ids.queue, "Arn"]}}
+        outputs[ids.dlq_url_output] = {"Description": f"URL of the DLQ of {what}", "Value": {"Ref": ids.dlq}}
+        outputs[ids.dlq_arn_output] = {
+            "Description": f"ARN of the DLQ of {what}",
             "Value": {"Fn::GetAtt": [ids.dlq, "Arn"]},
-        },
-    }
+        }
+    return outputs
 
 
 def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Path) -> dict[str, Any]:
@@ -186,6 +188,7 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
     )
     subset["jobkit"].pop("prefix")  # the stack's Prefix parameter names the resources
     declaration_json = json.dumps(subset, separators=(",", ":"), sort_keys=True)
+    # (a lane's URL is its queue's with the lane's name: the runner spells it, see QueueDirectory)
     urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in sendable_queues(declaration, queue)}
     urls[NAMES.dlq(queue.name)] = f"${{{ids.dlq}}}"
     urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)

@@ -134,9 +134,9 @@ def named_across(declaration: Declaration, value: Any, local: set[str], *, child
 def _queue_ids(declaration: Declaration) -> dict[str, str]:
     """Logical ID of every queue and DLQ -> its name as the template spells it."""
     ids: dict[str, str] = {}
-    for queue in declaration.queues:
-        ids[QueueIds(queue).queue] = NAMES.queue(queue)
-        ids[QueueIds(queue).dlq] = NAMES.dlq(queue)
+    for lane in (lane for queue in declaration.queues.values() for lane in queue.lanes):
+        ids[QueueIds(lane.key).queue] = NAMES.queue(lane.key)
+        ids[QueueIds(lane.key).dlq] = NAMES.dlq(lane.key)
     return ids
 
 

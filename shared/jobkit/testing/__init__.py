@@ -25,6 +25,7 @@ Needs the ``local`` extra (moto).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
@@ -231,6 +232,10 @@ class JobkitStack:
         return self.stack.queue_depth(self.declaration.job_type(job_type).queue)
 
 
+#: Who sent a message, as SQS names it in every event record (an IAM unique ID).
+_SENDER_ID = "AIDAJOBKITTESTSENDER"
+
+
 def sqs_event(
     jobs: Iterable[JobSpecification],
     *,
@@ -259,13 +264,16 @@ def sqs_event(
     records = []
     for spec in jobs:
         stamped = spec.stamped(now)
+        body = stamped.to_message()
         message = {  # as ReceiveMessage returns it
             "MessageId": str(uuid.uuid4()),
             "ReceiptHandle": f"local-{uuid.uuid4().hex}",
-            "Body": stamped.to_message(),
+            "Body": body,
+            "MD5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
             "Attributes": {
                 "ApproximateReceiveCount": str(receive_count),
                 "SentTimestamp": timestamp,
+                "SenderId": _SENDER_ID,
                 "ApproximateFirstReceiveTimestamp": timestamp,
             },
             "MessageAttributes": {

@@ -1,7 +1,8 @@
 """The overview: one row per job type, from the ops reports.
 
 The counts are :func:`~jobkit.ops.queue_summaries`' (per queue, as SQS keeps
-them: types that share a queue show the same figures, and the row says so);
+them: types that share a queue show the same figures, and the row says so;
+a queue's priority lanes are rows of their own under the type's);
 the rates, pickup delays and the worst type are :func:`~jobkit.ops.top_snapshot`'s,
 so the row that stands out is the one ``jobkit top`` highlights.
 """
@@ -24,6 +25,7 @@ class OverviewRow:
     ins: list[float | None]
     outs: list[float | None]
     worst: bool
+    lanes: tuple[tuple[QueueSummary, float | None], ...] = ()  # each priority lane, and its p95 pickup delay
 
     @property
     def shared(self) -> bool:
@@ -42,21 +44,28 @@ class Overview:
     @property
     def dead_lettered(self) -> int:
         """Dead letters in all, each DLQ once."""
-        return sum({row.queue.queue: row.queue.dead_lettered for row in self.rows}.values())
+        queues = [q for row in self.rows for q in (row.queue, *(lane for lane, _ in row.lanes))]
+        return sum({q.sqs_name: q.dead_lettered for q in queues}.values())
 
 
 def overview(queues: QueuesReport, snapshot: TopSnapshot, history: History) -> Overview:
     """Join the reports by type: the snapshot's lines, in its order."""
-    by_queue = {q.queue: q for q in queues.queues}
+    by_queue: dict[str, list[QueueSummary]] = {}
+    for summary in queues.queues:  # a queue's own lane first, then its priority lanes
+        by_queue.setdefault(summary.queue, []).append(summary)
     worst = snapshot.worst
     rows = [
         OverviewRow(
             job_type=line.job_type,
-            queue=by_queue[line.queue],
+            queue=by_queue[line.queue][0],
             line=line,
             ins=history.ins.get(line.job_type, []),
             outs=history.outs.get(line.job_type, []),
             worst=line.job_type == worst,
+            lanes=tuple(
+                (summary, next((lane.pickup_p95_ms for lane in line.lanes if lane.priority == summary.priority), None))
+                for summary in by_queue[line.queue][1:]
+            ),
         )
         for line in snapshot.lines
     ]
