@@ -6,7 +6,8 @@ the runner's CPU time, for a plain job, a remove_duplicates job (when it runs,
 and when it is a duplicate), a leaf of a root job, a job of a cancellable
 type when nothing is cancelled, and a batch's member (pushed, then ending; the
 batch is not sealed, so no callback is pushed: the cost of every member but
-the last). Events are built as the
+the last), and a job of a priority lane (pushed, then run from the lane's
+queue). Events are built as the
 event source mapping delivers them; on success the runner needs no SQS call.
 """
 
@@ -30,16 +31,19 @@ def _declaration() -> Any:
         "cancellable": {"class": "bench_jobs:NoopJob", "cancellable": True},
         "member": {"class": "bench_jobs:NoopJob", "batches": True},
         "done": {"class": "bench_jobs:NoopJob", "batch_callback": True},
+        "laned": {"class": "bench_jobs:NoopJob", "priorities": {"high": 2}},
     }
     return parse_declaration({"jobkit": {"prefix": "bench"}, "types": types}, source="bench")
 
 
-def _events(specs: list[Any], sent_at: float | None = None) -> list[dict[str, Any]]:
-    """Lambda events of the jobs, sent (SQS's SentTimestamp) at ``sent_at``, or now."""
+def _events(specs: list[Any], sent_at: float | None = None, queue_arn: str | None = None) -> list[dict[str, Any]]:
+    """Lambda events of the jobs, sent (SQS's SentTimestamp) at ``sent_at``, or
+    now, from the queue ``queue_arn`` (a priority lane's, say), or a stand-in's."""
     from jobkit.testing import sqs_event
 
     sent = time.time() if sent_at is None else sent_at
-    return [sqs_event(specs[i : i + BATCH], now=sent) for i in range(0, len(specs), BATCH)]
+    where = {} if queue_arn is None else {"queue_arn": queue_arn}
+    return [sqs_event(specs[i : i + BATCH], now=sent, **where) for i in range(0, len(specs), BATCH)]
 
 
 def _measure(handler: Any, events: list[dict[str, Any]], jobs: int, calls: ApiCalls) -> dict[str, float]:
@@ -54,6 +58,7 @@ def _measure(handler: Any, events: list[dict[str, Any]], jobs: int, calls: ApiCa
     return {
         "dynamodb_requests_per_job": calls.total("dynamodb.") / jobs,
         "dynamodb_writes_per_job": calls.dynamodb_writes / jobs,
+        "sqs_requests_per_job": calls.total("sqs.") / jobs,
         "cpu_us_per_job": cpu / jobs * 1e6,
     }
 
@@ -77,7 +82,9 @@ def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
     sent = time.time() - 1
     twins = [JobSpecification("dedup", {"page": n}).stamped(sent) for n in range(jobs)]
 
-    def measured(queue: str, specs: list[Any], expected: str, sent_at: float | None = None) -> dict[str, float]:
+    def measured(
+        queue: str, specs: list[Any], expected: str, sent_at: float | None = None, queue_arn: str | None = None
+    ) -> dict[str, float]:
         runner = runners[queue]
         outcomes: list[str] = []
 
@@ -86,7 +93,7 @@ def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
             outcomes.extend(str(r.outcome) for r in results)
             return {"batchItemFailures": [r.message_id for r in results if r.report_failure]}
 
-        figures = _measure(handler, _events(specs, sent_at), jobs, calls)
+        figures = _measure(handler, _events(specs, sent_at, queue_arn), jobs, calls)
         assert set(outcomes) == {expected}, (queue, expected, set(outcomes))  # the figure is of that path
         return figures
 
@@ -119,6 +126,19 @@ def _jobkit(jobs: int, calls: ApiCalls) -> dict[str, dict[str, float]]:
     }
     ended = [m.replace(batch="bench", domain="bench") for m in members]
     results["batch member, ends"] = measured("member", ended, "succeeded")
+    # A priority lane: pushed to the lane's queue (SQS requests, as any push), then run from it
+    lane = declaration.queue_name("laned-high")
+    sqs.create_queue(QueueName=declaration.queue_name("laned"))
+    sqs.create_queue(QueueName=lane)
+    laned = [JobSpecification("laned", {"n": n}, priority="high") for n in range(jobs)]
+    group = wiring.group("bench")
+    group.push(JobSpecification("laned", {"warm": True}, priority="high"))  # the lane's URL, looked up once
+    calls.reset()
+    for first in range(0, jobs, BATCH):
+        group.push(laned[first : first + BATCH])
+    results["priority lane, pushed"] = {"sqs_requests_per_job": calls.total("sqs.") / jobs}
+    arn = f"arn:aws:sqs:us-east-1:123456789012:{lane}"
+    results["priority lane, runs"] = measured("laned", laned, "succeeded", queue_arn=arn)
     return results
 
 

@@ -313,9 +313,10 @@ def render(r: dict[str, Any]) -> str:
     idle = r["cost"]["idle_queue"]
     lines += [
         "",
-        f"An idle queue costs about ${idle['dollars_per_month']:.2f} a month in the event source mapping's long "
-        f"polls ({idle['pollers']} pollers x a 20 s poll = {idle['receive_requests_per_month']:,.0f} requests). "
-        "CloudWatch bills each metric name x JobType as a custom metric ($0.30 a month; 14 per type).",
+        f"An idle queue, or an idle priority lane (its own event source mapping), costs about "
+        f"${idle['dollars_per_month']:.2f} a month in the mapping's long polls ({idle['pollers']} pollers x a 20 s "
+        f"poll = {idle['receive_requests_per_month']:,.0f} requests). CloudWatch bills each metric name x JobType as "
+        "a custom metric ($0.30 a month; 14 per type, and 1 per priority lane of the type's queue).",
     ]
     return "\n".join(lines)
 

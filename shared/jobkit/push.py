@@ -166,6 +166,10 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         return self._shared.declaration
 
     @property
+    def pushing_job(self) -> JobSpecification | None:  # the job whose attempt pushes through it (None: an app)
+        return self._child_ids.parent if self._child_ids is not None else None
+
+    @property
     def records(self) -> Records | None:
         """The jobs table's records (None for a group made without one)."""
         return self._shared.records
@@ -211,10 +215,8 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         now, shared = self._shared.clock.now(), self._shared
         # A batch's members are counted in before they are sent (jobkit.batches.members).
         members = [self._with_domain(s) for s in specs if s.batch is not None]  # (most pushes: none)
-        pusher = self._child_ids.parent if self._child_ids is not None else None
-        enrolled = enrol(shared.declaration, shared.records, members, now, pusher=pusher)
-        # One correlation ID per push() outside a request or job (see jobkit.core.correlation).
-        messages, failed = self._prepare(specs, now, Origin.current())
+        enrolled = enrol(shared.declaration, shared.records, members, now, pusher=self.pushing_job)
+        messages, failed = self._prepare(specs, now, Origin.current())  # Origin: one correlation ID per push()
         result = send_with_retries(
             self._shared.transport.send_batch,
             messages,
@@ -251,13 +253,7 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
     def deferred(self) -> Iterator[JobQueueGroup]:
         """Flush lazily pushed jobs when the (outermost) block ends, even if it raised:
         the jobs describe work the app already decided on, and losing them is worse
-        than running them.
-
-        ::
-
-            with group.deferred():
-                group.lazy_push(spec)
-        """
+        than running them (``with group.deferred(): group.lazy_push(spec)``)."""
         with self._lazy.deferred():
             yield self
 
@@ -356,9 +352,11 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
     def _message(self, spec: JobSpecification, now: float, origin: Origin) -> Outgoing[JobSpecification]:
         job_type = self._declared_type(spec.type)
         job_type.check_job(spec, now)  # refuse here what a runner would dead-letter as poison
-        if self._child_ids is not None:
-            spec = self._shared.declaration.queues[job_type.queue].in_lane_of(self._child_ids.parent, spec)
-        queue_url = self._shared.transport.queue_url(spec.type, spec.priority)
+        spec = self._shared.declaration.in_pushers_lane(self.pushing_job, spec)
+        transport = self._shared.transport  # (a transport from before lanes takes the type alone)
+        queue_url = (
+            transport.queue_url(spec.type) if spec.priority is None else transport.queue_url(spec.type, spec.priority)
+        )
         release_in = (spec.release_at - now) if spec.release_at is not None else 0
         # Longer delays hop: the runner re-enqueues until the release time.
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
@@ -380,9 +378,8 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         return Outgoing(spec, queue_url, body, attributes, delay_seconds(release_in), group_id, origin.system, size)
 
     def _declared_type(self, name: str) -> JobType:
-        """The declared type of a job to send. A group a job pushes through knows
-        only what its runner knows (the types its queue's jobs push): a type it
-        does not know is one the pushing type's ``pushes`` lacks, and the error says so."""
+        """The declared type of a job to send. A job's group knows only what its runner knows: a type
+        it does not know is one the pushing type's ``pushes`` lacks, and the error says so."""
         if self._child_ids is None:
             return self._shared.declaration.job_type(name)
         return self._shared.declaration.pushed_type(self._child_ids.parent.type, name)

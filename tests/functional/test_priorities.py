@@ -5,8 +5,10 @@ supersession span the lanes."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from click.testing import CliRunner
 from jobkit import JobSpecification
 from jobkit.cli.__main__ import main
 from jobkit.core.clock import VirtualClock
-from jobkit.core.errors import JobQueueError
+from jobkit.core.errors import JobQueueError, SpecError
 from jobkit.core.outcome import Outcome
 from jobkit.core.spec import new_root_job_params
 from jobkit.declaration.config import load_declaration
@@ -26,7 +28,7 @@ from jobkit.ops.config import CliConfig
 
 import testjobs
 from conftest import START
-from testjobs import BROKEN, SCRIPTED
+from testjobs import BROKEN, SCRIPTED, STEP_LANES
 
 DECLARATION = """
 [jobkit]
@@ -57,6 +59,18 @@ class = "testjobs:ScriptedJob"
 priorities = { high = 2 }
 rate_limit = { key = "domain", per_second = 1, burst = 1 }
 
+[types.stage]
+# chains' steps, batches' members and callbacks
+class = "testjobs:StepJob"
+batches = true
+batch_callback = true
+priorities = { high = 2 }
+
+[types.opener]
+class = "testjobs:OpenerJob"
+priorities = { high = 2 }
+pushes = ["stage"]
+
 [push_endpoint]
 types = ["digest", "plain"]
 """
@@ -73,12 +87,12 @@ def jobs_toml(tmp_path: Path) -> Path:
 def local(jobs_toml: Path) -> Iterator[LocalStack]:
     clock = VirtualClock(START)
     testjobs.use_clock(clock)
-    SCRIPTED.clear()
-    BROKEN.clear()
+    for kept in (SCRIPTED, BROKEN, STEP_LANES):
+        kept.clear()
     with LocalStack(load_declaration(jobs_toml), clock=clock, seed=3) as stack:
         yield stack
-    SCRIPTED.clear()
-    BROKEN.clear()
+    for kept in (SCRIPTED, BROKEN, STEP_LANES):
+        kept.clear()
 
 
 def jobkit(local: LocalStack, jobs_toml: Path, *args: str) -> Any:
@@ -270,8 +284,14 @@ def test_queues_top_and_the_web_view_show_each_lane(jobs_toml: Path) -> None:
         assert lanes[None].pickup_p95_ms is None and lanes["low"].dead_lettered == 1
         assert next(line for line in frame.lines if line.job_type == "plain").lanes == ()
         page = Ui(stack, UiSettings(), config_path=jobs_toml).get("/").text
-        assert '<tr class="lane" data-type="render" data-priority="high">' in page
-        assert "<td>lanes-render-low</td>" in page
+        lane_row = r'<tr class="lane" data-type="render" data-priority="(\w+)">\s*<td>[^<]*</td>\s*<td>([^<]*)</td>'
+        rows = re.findall(lane_row, page)
+        assert rows == [("default", "lanes-render"), ("high", "lanes-render-high"), ("low", "lanes-render-low")]
+        # the type's row: its lanes together (1 dead letter, 1 queued: the low lane's)
+        row = page[page.index('data-type="render">') :]
+        assert '<td class="n queued">1</td>' in row[: row.index("</tr>")]
+        assert '<td class="n dead bad">1</td>' in row[: row.index("</tr>")]
+        assert 'data-type="plain" data-priority' not in page
 
 
 def test_the_push_endpoint_routes_by_priority_as_push_does(jobs_toml: Path) -> None:
@@ -307,3 +327,138 @@ def test_the_push_endpoint_routes_by_priority_as_push_does(jobs_toml: Path) -> N
             assert ran() == [("digest", "high")]
     finally:
         testjobs.use_clock(SystemClock())
+
+
+def test_the_test_kit_reaches_each_lane(jobs_toml: Path) -> None:
+    from jobkit.testing import JobkitStack
+
+    testjobs.use_clock(VirtualClock(START))
+    SCRIPTED.clear()
+    with JobkitStack(load_declaration(jobs_toml), frozen=True) as kit:
+        kit.stack.queue_group("wiki").push(job("render", "urgent", priority="high"))
+        assert kit.queue_url("render", priority="high").endswith("/lanes-render-high")
+        assert kit.queue_arn("render", dlq=True, priority="low").endswith(":lanes-render-low-dlq")
+        assert kit.receive("render") == []  # nothing in the queue's own lane
+        messages = kit.receive("render", priority="high")
+        assert len(messages) == 1
+        # delivered twice, as SQS may: the runner sees the lane it came from each time
+        for _ in range(2):
+            [result] = kit.deliver("render", messages, priority="high")
+            assert (result.outcome, result.priority) == (Outcome.SUCCEEDED, "high")
+        with pytest.raises(ValueError, match="no priority lane 'urgent'"):
+            kit.queue_url("render", priority="urgent")
+        kit.stack.queue_group("wiki").push(
+            [job("render", "bad", priority="low", permanent=True), job("render", "bulk", priority="default")]
+        )
+        queued = [kit.queued("render", priority=p) for p in (None, "low", "default")]
+        assert queued == [2, 1, 1]
+        kit.stack.drain()  # (the kit's drain raises the dead letter's error)
+        dead = []
+        for lane in (None, "low", "high", "default"):
+            dead.append(len(kit.dead_letters("render", priority=lane)))
+            kit.advance(1)  # moto shows a message released at the frozen clock's instant from the next ms on
+        assert dead == [1, 1, 0, 0]
+    SCRIPTED.clear()
+
+
+def test_chain_steps_and_batch_callbacks_go_to_their_lanes_and_a_jobs_stay_in_its_own(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    # an app's chain and batch: each job in the lane it names (or the queue's own)
+    stage = lambda name, priority=None: JobSpecification("stage", {"name": name}, priority=priority)  # noqa: E731
+    group.chain([stage("c1", "high"), [stage("c2"), stage("c3", "high")]], id="app-chain")
+    with group.batch(on_complete=stage("b-done", "high"), id="app-batch") as batch:
+        batch.push([stage("b1"), stage("b2", "high")])
+    # a job of the high lane starts a chain and opens a batch: every job of them stays in its lane
+    opens = {"chain": ["o1", "o2"], "members": ["m1"], "callback": "m-done"}
+    group.push(JobSpecification("opener", opens, priority="high"))
+    local.drain()
+    assert STEP_LANES == {
+        "c1": "high",
+        "c2": None,
+        "c3": "high",
+        "b-done": "high",
+        "b1": None,
+        "b2": "high",
+        "o1": "high",
+        "o2": "high",
+        "m1": "high",
+        "m-done": "high",
+    }
+    # a lane the queue lacks is refused when the chain or the batch is made, not when its step comes
+    with pytest.raises(SpecError, match="no priority lane 'urgent'"):
+        group.chain([stage("x"), stage("y", "urgent")])
+    with pytest.raises(SpecError, match="no priority lane 'urgent'"):
+        group.batch(on_complete=stage("z", "urgent"))
+
+
+def test_a_job_of_a_lane_sends_one_to_the_queues_own_lane_with_priority_default(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    group.push(job("render", "parent", priority="high", children={"type": "notify", "count": 1}))
+    local.drain()
+    [child] = [run for run in SCRIPTED if run.job_type == "notify"]
+    assert child.priority == "high"
+    # pushed from a job, with "default": the child's queue's own lane (None would take the parent's)
+    parent = JobSpecification("render", {"n": 1}, priority="high", domain="wiki").stamped(local.clock.now())
+    child_group = local.queue_group("wiki").for_job(parent)
+    child_group.push(JobSpecification("notify", {"name": "bulk", "script": {}}, priority="default"))
+    child_group.push(JobSpecification("notify", {"name": "urgent", "script": {}}))
+    assert (local.queue_depth("notify"), local.queue_depth("notify-high")) == (1, 1)
+    # and on a queue without lanes, "default" is its one lane
+    group.push(job("plain", "p", priority="default"))
+    assert local.queue_depth("plain") == 1
+
+
+def test_a_bad_priority_in_a_body_is_ignored_by_the_runner_which_reads_the_queue(local: LocalStack) -> None:
+    # a producer's body with a priority that is no lane's name: the job is not refused (the field only
+    # routes, and a runner from before lanes would have run it); it runs in the queue it is in
+    for value in ("High", "", 5, None, "urgent", {"lane": "high"}):
+        body = json.loads(job("render", f"odd-{value!r}").stamped(local.clock.now()).to_message())
+        local.sqs.send_message(QueueUrl=local.queue_url("render"), MessageBody=json.dumps({**body, "priority": value}))
+    body = json.loads(job("render", "claims-low").stamped(local.clock.now()).to_message())
+    local.sqs.send_message(QueueUrl=local.queue_url("render-high"), MessageBody=json.dumps({**body, "priority": "low"}))
+    local.drain()
+    assert [r.outcome for r in local.results.results] == [Outcome.SUCCEEDED] * 7
+    assert sorted(ran(), key=str) == sorted([("render", None)] * 6 + [("render", "high")], key=str)
+    # push refuses one: a producer's mistake is told where it can be fixed
+    with pytest.raises(SpecError, match="priority must be a lane's name"):
+        JobSpecification("render", priority="High")
+
+
+def test_a_lane_named_like_a_queues_own_resources_is_refused(tmp_path: Path) -> None:
+    from jobkit.core.errors import ConfigError
+    from jobkit.declaration.config import parse_declaration
+    from jobkit.template import build
+
+    refused = r"types\.render\.priorities\.runner: a lane name must .* not be default or dlq or runner"
+    with pytest.raises(ConfigError, match=refused):
+        parse_declaration({"types": {"render": {"class": "a:B", "priorities": {"runner": 2}}}}, source="t")
+    # a declaration made in code, past the check: the template refuses it rather than drop a resource
+    declaration = parse_declaration({"types": {"render": {"class": "jobs:B", "priorities": {"high": 2}}}}, source="t")
+    types = {"render": dataclasses.replace(declaration.types["render"], priorities=(("runner", 2),))}
+    (tmp_path / "jobs").mkdir()
+    with pytest.raises(ConfigError, match="its lanes' resources would share logical IDs with its own"):
+        build(dataclasses.replace(declaration, types=types), base_dir=tmp_path)
+
+
+def test_a_push_transport_from_before_lanes_still_routes_every_job_without_one() -> None:
+    from jobkit import JobQueueGroup
+    from jobkit.declaration.config import parse_declaration
+    from jobkit.sqs.batches import SendResult
+
+    class OldTransport:  # a transport written before lanes: queue_url takes the type alone
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def queue_url(self, job_type: str) -> str:
+            return f"queue:{job_type}"
+
+        def send_batch(self, batch: Any) -> Any:
+            self.sent += [outgoing.queue_url for outgoing in batch]
+            result: Any = SendResult()
+            result.sent.extend(batch)
+            return result
+
+    declaration = parse_declaration({"types": {"render": {"class": "a:B"}}}, source="t")
+    transport = OldTransport()
+    JobQueueGroup(declaration=declaration, transport=transport).push(JobSpecification("render", {}))
+    assert transport.sent == ["queue:render"]

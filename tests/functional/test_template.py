@@ -129,15 +129,21 @@ def test_each_runner_is_limited_to_its_own_queues(translated: dict[str, Any], ex
             for action in statement["Action"]:
                 for resource in statement["Resource"]:
                     granted.setdefault(action, set()).add(json.dumps(resource, sort_keys=True))
-        own = json.dumps({"Fn::GetAtt": [f"{q}Queue", "Arn"]}, sort_keys=True)
-        dlq = json.dumps({"Fn::GetAtt": [f"{q}DeadLetterQueue", "Arn"]}, sort_keys=True)
+        # its queue's own lane and each priority lane: a queue and a DLQ each
+        lanes = [logical_id(lane.key) for lane in queue.lanes]
+        own = {json.dumps({"Fn::GetAtt": [f"{lane}Queue", "Arn"]}, sort_keys=True) for lane in lanes}
+        dlqs = {json.dumps({"Fn::GetAtt": [f"{lane}DeadLetterQueue", "Arn"]}, sort_keys=True) for lane in lanes}
         for action in CONSUME:
-            assert granted[action] == {own}
+            assert granted[action] == own
         pushes = {
             example_declaration.types[t].queue for name in queue.types for t in example_declaration.types[name].pushes
         }
-        allowed = {json.dumps({"Fn::GetAtt": [f"{logical_id(p)}Queue", "Arn"]}, sort_keys=True) for p in pushes}
-        assert granted["sqs:SendMessage"] == {own, dlq} | allowed
+        allowed = {
+            json.dumps({"Fn::GetAtt": [f"{logical_id(lane.key)}Queue", "Arn"]}, sort_keys=True)
+            for p in pushes
+            for lane in example_declaration.queues[p].lanes
+        }
+        assert granted["sqs:SendMessage"] == own | dlqs | allowed
         table = json.dumps({"Fn::GetAtt": ["JobsTable", "Arn"]}, sort_keys=True)
         assert {r for a, rs in granted.items() if a.startswith("dynamodb:") for r in rs} == {table}
 

@@ -27,7 +27,12 @@ retries (and a job is held, runs and fails, and is held again). Cancellations
 race all of it: an app cancels a pushed job of a cancellable type (queued,
 delayed, waiting in a debounce window, held, retried, dead-lettered, or
 already run) or every job of a type and domain pushed before a time, and an
-operator's redrive may lift the cancellations of what it sends back. Each job's script says how its attempts go:
+operator's redrive may lift the cancellations of what it sends back. Priority
+lanes interleave with all of it: an app switches the lane it pushes to, so
+plain jobs, deliver-once jobs, roots and leaves, parents and their children,
+limited and debounced jobs and batches' members go to a type's high lane or
+its queue's own, and the polls, duplicate deliveries, crashes and redrives
+work on each lane's queue and DLQ. Each job's script says how its attempts go:
 succeed, fail N times then succeed, fail for good, or kill the invocation
 (``testjobs.SimulatedCrash``, a BaseException, after the claims were taken).
 
@@ -58,6 +63,10 @@ accepted from a push:
 - the outcome matches the script when nothing disturbed the job: a job that
   can succeed within its attempts is not dead-lettered, a job that cannot is;
 - no attempt started before the job's release time;
+- a job stays in the lanes it was pushed to: every message of it that a
+  runner sends (hops, holds, waits, hand-backs, DLQ copies) and every run of
+  it are in a lane one of its pushes went to, and a parent's children were
+  pushed to the parent's lane (their queue has it);
 - a cancelled job has a cancellation that covers it (of its ID, recorded
   after that push, not lifted; or its type and domain's ``cancel_all`` since
   its push), and no attempt of a push that a cancellation covers starts after
@@ -96,13 +105,14 @@ from jobkit.core.errors import JobKitError, JobQueueError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import new_root_job_params
 from jobkit.declaration.config import load_declaration
+from jobkit.declaration.lanes import lane_key
 from jobkit.local import LocalStack
 from jobkit.local.moto_patches import has_receivable
 from jobkit.local.stack import ACCOUNT_ID
 from jobkit.ops.cancel import lifter
 from jobkit.ops.dead_letters import DeadLetter
 from jobkit.ops.redrive import REDRIVE_VISIBILITY_S, redrive
-from jobkit.ops.scope import resolve_scope
+from jobkit.ops.scope import Scope, resolve_scopes
 from jobkit.push import derived_job_id
 from jobkit.records import JobRuns
 from jobkit.records.batches import ENDS, PENDING, BatchRef
@@ -143,8 +153,14 @@ _CANCELLABLE = ("plain", "once", "leaf", "limited", "debounced")
 #: "reached" is the batches' callback, beside "plain".
 _BATCHED = ("plain", "once", "leaf", "limited", "debounced", "parent")
 _DECLARED = load_declaration(FIXTURES / "reliability.toml")
+#: and a high priority lane on the queues of the same (shared: once and leaf), a parent's children's included.
+_LANED = ("plain", "once", "leaf", "limited", "debounced", "parent")
+LANE = "high"
 _TYPES = {
-    n: dataclasses.replace(t, cancellable=n in _CANCELLABLE, batches=n in _BATCHED) for n, t in _DECLARED.types.items()
+    n: dataclasses.replace(
+        t, cancellable=n in _CANCELLABLE, batches=n in _BATCHED, priorities=((LANE, 2),) if n in _LANED else ()
+    )
+    for n, t in _DECLARED.types.items()
 }
 _TYPES["reached"] = dataclasses.replace(
     _TYPES["plain"],
@@ -157,9 +173,22 @@ _TYPES["reached"] = dataclasses.replace(
 #: a chain's later steps: pushed by the runner that ends the step before, so a batch_callback type too
 _TYPES["step"] = dataclasses.replace(_TYPES["plain"], name="step", batches=True, batch_callback=True)
 DECLARATION = dataclasses.replace(_DECLARED, types=with_batch_callbacks(_TYPES))
-QUEUES = sorted(DECLARATION.queues)
+#: Every queue, and every priority lane of one (``leaf-high``): each a queue and a DLQ of its own.
+QUEUES = sorted(DECLARATION.lanes)
+#: The lane of each queue and DLQ of the stack, by SQS name.
+_LANE_OF = {
+    name: lane
+    for key, lane in DECLARATION.lanes.items()
+    for name in (DECLARATION.queue_name(key), DECLARATION.dlq_name(key))
+}
 #: The remove_duplicates types, and the params each leaves out of its dedup hash.
 IGNORED = {name: t.remove_duplicates_ignore_params for name, t in DECLARATION.types.items() if t.remove_duplicates}
+
+
+def _scope(key: str) -> Scope:
+    """The DLQ of one queue or lane (by its key), as `jobkit dlq redrive QUEUE [--priority LANE]` takes it."""
+    lane = DECLARATION.lanes[key]
+    return next(s for s in resolve_scopes(DECLARATION, lane.queue) if s.priority == lane.priority)
 
 
 def _body(job_type: str, job_id: str, domain: str, now: float, **changes: Any) -> dict[str, Any]:
@@ -243,6 +272,13 @@ class Harness:
         self.last_batch: list[str] = []
         self.received: set[str] = set()
         sqs.meta.events.register("after-call.sqs.ReceiveMessage", self._received)
+        # per job: the lanes SQS took its pushes to (SendMessageBatch), and those of every other send of it
+        self.pushed_lanes: dict[str, set[str | None]] = {}
+        self.sent_lanes: dict[str, set[str | None]] = {}
+        sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", self._remember_batch)
+        sqs.meta.events.register("after-call.sqs.SendMessageBatch", self._pushed)
+        sqs.meta.events.register("provide-client-params.sqs.SendMessage", self._remember_one)
+        sqs.meta.events.register("after-call.sqs.SendMessage", self._sent)
         self.faults: dict[str, FailCalls | FailBatchEntries] = {
             "dynamodb throttled": FailCalls(dynamodb, "dynamodb.*", codes=[DYNAMODB_THROTTLE, DYNAMODB_CAPACITY]),
             "dynamodb 5xx": FailCalls(dynamodb, "dynamodb.*", codes=[DYNAMODB_SERVER_ERROR]),
@@ -269,12 +305,37 @@ class Harness:
         self.cancelled = 0  # jobs the runner acknowledged as cancelled
         self.redriven = 0  # dead letters an operator's redrive (by copy) sent back
         self.batches = 0  # batches checked
+        self.lane_runs = 0  # runs in a priority lane
+        self.lane_resends = 0  # jobs a runner or an operator sent again to a priority lane
 
     def _received(self, parsed: dict[str, Any], **_: Any) -> None:
         ids = [key_of(m["Body"], by_job) or m["MessageId"] for m in parsed.get("Messages", [])]
         if ids:
             self.last_batch = ids
             self.received.update(ids)
+
+    @staticmethod
+    def _remember_batch(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["lanes.batch"] = (params["QueueUrl"], {e["Id"]: e["MessageBody"] for e in params.get("Entries", [])})
+
+    def _pushed(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        url, bodies = context.get("lanes.batch", ("", {}))
+        for success in parsed.get("Successful", []):
+            self._lane(self.pushed_lanes, bodies.get(success["Id"], ""), url)
+
+    @staticmethod
+    def _remember_one(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["lanes.one"] = (params["QueueUrl"], params["MessageBody"])
+
+    def _sent(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        url, body = context.get("lanes.one", ("", ""))
+        self._lane(self.sent_lanes, body, url)
+
+    @staticmethod
+    def _lane(lanes: dict[str, set[str | None]], body: str, url: str) -> None:
+        key, lane = key_of(body, by_job), _LANE_OF.get(url.rsplit("/", 1)[-1])
+        if key is not None and lane is not None:
+            lanes.setdefault(key, set()).add(lane.priority)
 
     def fired(self) -> int:
         return sum(self.injected().values())
@@ -322,6 +383,8 @@ class Harness:
         CALLBACKS.clear()
         self.sent.clear()
         self.received.clear()
+        self.pushed_lanes.clear()
+        self.sent_lanes.clear()
 
     def stop(self) -> None:
         self.stack.stop()
@@ -365,6 +428,8 @@ class JobModel(RuleBasedStateMachine):
         self.chains: dict[str, list[list[JobSpecification]]] = {}
         self.chains_started: dict[str, bool] = {}
         self.table_faults_before = self._table_faults()
+        self.lane: str | None = None  # the lane the app pushes to now (None: each queue's own)
+        self.pushed_in: dict[str, str | None] = {}  # a parent's key -> the lane it was pushed to
 
     def _table_faults(self) -> int:
         injected = self.h.injected()
@@ -383,7 +448,17 @@ class JobModel(RuleBasedStateMachine):
     def _push(self, specs: list[JobSpecification]) -> None:
         self.h.jobs += len(specs)
         with contextlib.suppress(JobQueueError):  # the ledger counts what SQS accepted
-            self.group.push(specs)
+            self.group.push([self._in_lane(spec) for spec in specs])
+
+    def _in_lane(self, spec: JobSpecification) -> JobSpecification:
+        """The spec in the lane the app pushes to now, if its queue has it."""
+        queue = DECLARATION.queues[DECLARATION.types[spec.type].queue]
+        return spec if self.lane is None or queue.lane(self.lane) is None else spec.replace(priority=self.lane)
+
+    @rule(lane=st.sampled_from([None, LANE]))
+    def switch_lanes(self, lane: str | None) -> None:
+        # the app's next pushes go to this lane, where their queue has it
+        self.lane = lane
 
     @rule(script=SCRIPTS, delay=DELAYS, count=st.integers(1, 3))
     def push_plain(self, script: dict[str, Any], delay: int | None, count: int) -> None:
@@ -418,7 +493,7 @@ class JobModel(RuleBasedStateMachine):
             group = self._group(other_domain[n])
             self.h.jobs += 1
             with contextlib.suppress(JobQueueError):
-                group.push([JobSpecification(job_type, {"key": key, "script": script, "n": n})])
+                group.push([self._in_lane(JobSpecification(job_type, {"key": key, "script": script, "n": n}))])
             self.clock.advance(gap)
 
     @rule(
@@ -457,7 +532,9 @@ class JobModel(RuleBasedStateMachine):
                 del params["rootJobIsSelf"]
             self.h.jobs += 1
             with contextlib.suppress(JobQueueError):
-                group.push([JobSpecification(job_type, {"key": key, "script": script, "n": n, **params})])
+                group.push(
+                    [self._in_lane(JobSpecification(job_type, {"key": key, "script": script, "n": n, **params}))]
+                )
             self.clock.advance(1)
         if recorded == "while they wait":
             if wait_lost:  # SQS refuses the send of a wait: the leaf comes back as it was first delivered
@@ -621,6 +698,7 @@ class JobModel(RuleBasedStateMachine):
         }
         self.children |= children
         self.parents[by_job("parent", self.domain, stamped.id)] = children
+        self.pushed_in[by_job("parent", self.domain, stamped.id)] = self._in_lane(parent).priority
 
     # -- batches ----------------------------------------------------------------------------
 
@@ -639,7 +717,7 @@ class JobModel(RuleBasedStateMachine):
         except JobKitError:  # the table is down: no batch
             return
         self.batches[batch_id], self.handles[batch_id] = False, batch
-        specs = [self._member(job_type, script, n) for n, (job_type, script) in enumerate(members)]
+        specs = [self._in_lane(self._member(job_type, script, n)) for n, (job_type, script) in enumerate(members)]
         self.h.jobs += len(specs)
         if fault is not None:
             self.h.faults[fault].remaining = 1
@@ -730,7 +808,7 @@ class JobModel(RuleBasedStateMachine):
             report = redrive(
                 self.h.stack.sqs,
                 self.h.stack.wiring.directory,
-                resolve_scope(DECLARATION, queue),
+                _scope(queue),
                 uncancel=lift if uncancel else None,
             )
             self.h.redriven += report.moved
@@ -907,7 +985,7 @@ class JobModel(RuleBasedStateMachine):
         try:
             response = self.h.stack.sqs.receive_message(
                 QueueUrl=self.h.queue_url(queue),
-                MaxNumberOfMessages=DECLARATION.queues[queue].batch_size,
+                MaxNumberOfMessages=DECLARATION.queues[DECLARATION.lanes[queue].queue].batch_size,
                 MessageSystemAttributeNames=["All"],
                 MessageAttributeNames=["All"],
             )
@@ -949,7 +1027,7 @@ class JobModel(RuleBasedStateMachine):
         spec = self.h.sent.specs[key]
         try:
             self.h.stack.sqs.send_message(
-                QueueUrl=self.h.queue_url(DECLARATION.types[spec.type].queue),
+                QueueUrl=self.h.queue_url(lane_key(DECLARATION.types[spec.type].queue, spec.priority)),
                 MessageBody=self.h.sent.bodies[key],
                 MessageAttributes={TYPE_ATTRIBUTE: string_attribute(spec.type)},
             )
@@ -1053,6 +1131,7 @@ class JobModel(RuleBasedStateMachine):
         self._check_redeliveries(evidence)
         self._check_release_times()
         self._check_children(evidence)
+        self._check_lanes()
         self._check_redrives(evidence)
         self._check_cancellations(evidence)
         self._check_chains()
@@ -1174,6 +1253,26 @@ class JobModel(RuleBasedStateMachine):
             assert key in evidence, f"a child was not pushed with the ID derived from its parent's: {key}"
             successes = [run for run in evidence[key].runs if run.outcome == "succeeded"]
             assert len(successes) <= 1, f"a deliver-once child ran twice: {evidence[key].describe()}"
+
+    def _check_lanes(self) -> None:
+        """A job stays in the lanes it was pushed to: each message of it sent by
+        other means than a push (a runner's hops, holds, waits, hand-backs and DLQ
+        copies; an operator's redrive) went to one of them, and each run of it
+        ran in one. A parent's children were pushed to its lane."""
+        pushed = self.h.pushed_lanes
+        self.h.lane_runs += sum(1 for run in SCRIPTED if run.priority is not None)
+        self.h.lane_resends += sum(1 for lanes in self.h.sent_lanes.values() if lanes - {None})
+        for key, lanes in self.h.sent_lanes.items():
+            if key in pushed:  # (a copy the model made of a foreign producer's body: no push of it)
+                assert lanes <= pushed[key], f"{key} sent to lanes {lanes}, pushed to {pushed[key]}"
+        for run in SCRIPTED:
+            key = by_job(run.job_type, run.domain, run.job_id)
+            if key in pushed:
+                assert run.priority in pushed[key], f"{key} ran in lane {run.priority}, pushed to {pushed[key]}"
+        for parent, kids in self.parents.items():
+            for key in kids & set(pushed):
+                lane = self.pushed_in[parent]
+                assert pushed[key] == {lane}, f"{key} pushed to {pushed[key]}, its parent's lane is {lane}"
 
     def _check_redrives(self, evidence: dict[str, Fate]) -> None:
         """A redriven job starts its attempts again: its first run after the redrive is attempt 1."""
@@ -1498,6 +1597,7 @@ def test_every_pushed_job_ends_in_exactly_one_terminal_category(
         f"\nmodel: {harness.examples} examples, {harness.steps} delivering steps, {harness.jobs} jobs pushed, "
         f"in {elapsed:.1f} s; {harness.cancels} cancellations, {harness.cancelled} jobs cancelled;"
         f" {harness.redriven} dead letters redriven by copy; {harness.batches} batches;"
+        f" {harness.lane_runs} runs in a priority lane, {harness.lane_resends} jobs sent to one again;"
         f" faults injected: {harness.injected()}"
     )
     assert harness.examples >= EXAMPLES

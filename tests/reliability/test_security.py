@@ -147,7 +147,8 @@ def test_the_push_endpoint_may_only_send_its_types_record_their_roots_and_cancel
         send = statements["SendToTakenTypesQueues"]
         assert as_list(send["Action"]) == ["sqs:SendMessage"]
         queues = sorted({declaration.types[t].queue for t in taken})
-        assert as_list(send["Resource"]) == [{"Fn::GetAtt": [f"{logical_id(q)}Queue", "Arn"]} for q in queues]
+        lanes = [lane.key for q in queues for lane in declaration.queues[q].lanes]  # each with its priority lanes
+        assert as_list(send["Resource"]) == [{"Fn::GetAtt": [f"{logical_id(k)}Queue", "Arn"]} for k in lanes]
         roots = statements["RecordRootJobs"]
         assert as_list(roots["Action"]) == ["dynamodb:UpdateItem"]
         # cancel and status: what group.cancel and group.status need, of the types it takes only
@@ -427,7 +428,7 @@ def test_the_producer_policy_lets_apps_push_record_roots_and_cancel_only(
         send = statements["SendToJobQueues"]
         assert sorted(as_list(send["Action"])) == ["sqs:GetQueueUrl", "sqs:SendMessage"]
         assert as_list(send["Resource"]) == [
-            {"Fn::GetAtt": [f"{logical_id(queue)}Queue", "Arn"]} for queue in declaration.queues
+            {"Fn::GetAtt": [f"{logical_id(lane)}Queue", "Arn"]} for lane in declaration.lanes
         ]
         # on the table, only UpdateItem, only on root records
         roots = statements["RecordRootJobs"]
@@ -457,14 +458,23 @@ def test_the_producer_policy_lets_apps_push_record_roots_and_cancel_only(
                 assert (bool(read["Condition"]) and may_touch(leading_keys(read), key)) == readable, key
 
 
-def test_every_event_source_mapping_reads_its_own_runners_queue(translated: dict[str, Any]) -> None:
+def test_every_event_source_mapping_reads_its_own_runners_queue(
+    translated: dict[str, Any], example_declaration: Declaration
+) -> None:
     mappings = [
         r["Properties"] for r in translated["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
     ]
-    assert mappings
+    # one per queue and priority lane, each with its lane's concurrency
+    assert len(mappings) == len(example_declaration.lanes) > len(example_declaration.queues)
     for mapping in mappings:
         runner = mapping["FunctionName"]["Ref"]
-        assert mapping["EventSourceArn"] == {"Fn::GetAtt": [runner.removesuffix("Runner") + "Queue", "Arn"]}
+        [queue] = [q for q in example_declaration.queues.values() if f"{logical_id(q.name)}Runner" == runner]
+        [lane] = [
+            lane
+            for lane in queue.lanes
+            if mapping["EventSourceArn"] == {"Fn::GetAtt": [f"{logical_id(lane.key)}Queue", "Arn"]}
+        ]
+        assert mapping["ScalingConfig"] == {"MaximumConcurrency": lane.max_concurrency}
 
 
 # -- checkov ----------------------------------------------------------------------------------------

@@ -172,6 +172,7 @@ def _push_step(
             id=step_job_id(ref.domain, link.chain_id, link.step, n),
             batch=ref.batch_id,
             chain=link,
+            priority=job.get("priority"),
         )
         for n, job in enumerate(jobs)
     ]
@@ -239,7 +240,11 @@ def _stored_step(
         )
         declaration.job_type(spec.type).check_job(placeholder.stamped(now), now)
         tracked = declaration.job_type(spec.type).track_status
-        stored.append({"type": spec.type, "params": spec.params, "id": job_id, "tracked": tracked})
+        job = {"type": spec.type, "params": spec.params, "id": job_id, "tracked": tracked}
+        if spec.priority is not None:  # (kept only when set: a step without one is stored as before)
+            declaration.lane(spec.type, spec.priority)  # a lane its queue lacks: refused now, as at push
+            job["priority"] = spec.priority
+        stored.append(job)
     return stored
 
 
@@ -271,6 +276,16 @@ def _check_step_job(declaration: Declaration, domain: str | None, step: int, spe
         )
 
 
+def _in_lane(declaration: Declaration, pusher: JobSpecification | None, step: Step) -> Step:
+    """A step as the job ``pusher`` starts its chain: its jobs in the pusher's lane (see
+    :meth:`jobkit.declaration.config.Declaration.in_pushers_lane`); a step of the wrong shape as it is."""
+    if isinstance(step, JobSpecification):
+        return declaration.in_pushers_lane(pusher, step)
+    if _sequence(step):
+        return [declaration.in_pushers_lane(pusher, s) if isinstance(s, JobSpecification) else s for s in step]
+    return step
+
+
 def _sequence(value: object) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str | bytes)
 
@@ -298,6 +313,10 @@ class ChainMethods:
     def declaration(self) -> Declaration:
         raise NotImplementedError
 
+    @property
+    def pushing_job(self) -> JobSpecification | None:
+        raise NotImplementedError
+
     def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[str]:
         raise NotImplementedError
 
@@ -321,6 +340,7 @@ class ChainMethods:
         """
         keeper = self._batch_keeper()
         now = keeper.now()
+        steps = [_in_lane(self.declaration, self.pushing_job, step) for step in steps]  # a job's chain: its lane
         return start(keeper, self.declaration, self.push, self.domain, steps, id, clean_description(description), now)
 
     def chain_status(self, chain_id: str) -> list[BatchRecord]:

@@ -173,7 +173,8 @@ class BatchKeeper:
                 f"{name}: a callback is pushed when its batch ends, with an ID derived from the batch: give it"
                 " a type and params only (no id, delay, release time or extra fields)"
             )
-        callback = Callback(spec.type, spec.params)
+        self._declaration.lane(spec.type, spec.priority)  # a lane its queue lacks: refused now, as at push
+        callback = Callback(spec.type, spec.params, spec.priority)
         # refused now what its push would refuse then: half root params, params its schema does not take
         placeholder = callback_spec(_ended(ref, name, callback), name).stamped(self._clock.now())
         self._declaration.job_type(spec.type).check_job(placeholder, self._clock.now())
@@ -203,7 +204,11 @@ def callback_spec(record: BatchRecord, name: str) -> JobSpecification:
     summary = {"id": ref.batch_id, "callback": name, "description": record.description, **record.counts.summary()}
     job_id = uuid.uuid5(_CALLBACK_NAMESPACE, "\x00".join((ref.domain or "", ref.batch_id, name)))
     return JobSpecification(
-        callback.job_type, {**callback.params, SUMMARY_PARAM: summary}, domain=ref.domain, id=str(job_id)
+        callback.job_type,
+        {**callback.params, SUMMARY_PARAM: summary},
+        domain=ref.domain,
+        id=str(job_id),
+        priority=callback.priority,
     )
 
 
@@ -294,6 +299,19 @@ class BatchMethods:
     def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[str]:
         raise NotImplementedError
 
+    @property
+    def declaration(self) -> Declaration:
+        raise NotImplementedError
+
+    @property
+    def pushing_job(self) -> JobSpecification | None:
+        raise NotImplementedError
+
+    def _in_pushers_lane(self, spec: JobSpecification | None) -> JobSpecification | None:
+        if not isinstance(spec, JobSpecification):  # none, or not a spec: open() says so
+            return spec
+        return self.declaration.in_pushers_lane(self.pushing_job, spec)
+
     def batch(
         self,
         *,
@@ -317,6 +335,8 @@ class BatchMethods:
         """
         ref = BatchRef(_batch_id(id), self.domain)
         keeper = self._batch_keeper()
+        # a batch a job opens: its callbacks go to that job's lane, as the jobs it pushes
+        on_complete, on_success = (self._in_pushers_lane(spec) for spec in (on_complete, on_success))
         sealed = keeper.open(ref, on_complete, on_success, clean_description(description))
         if sealed is not None and id is not None:
             raise BatchError(f"batch {ref.batch_id!r} is sealed: it takes no more pushes but its members' own")

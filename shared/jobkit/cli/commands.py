@@ -79,9 +79,10 @@ def template(config_path: Path | None, output: Path | None, extra: Path | None, 
         return
     if _moves_queues_into_nested_stacks(output, files.get(output, "")):
         click.echo(
-            f"jobkit: {output} now puts the queues into nested stacks (over {INLINE_QUEUES} queues): deploying it"
-            " to a stack that holds them inline replaces every queue (CloudFormation cannot move a resource"
-            " between stacks). Drain the queues and DLQs first, or deploy under a new prefix; see docs/deploy.md",
+            f"jobkit: {output} now puts the queues into nested stacks (over {INLINE_QUEUES} queues and priority"
+            " lanes): deploying it to a stack that holds them inline replaces every queue (CloudFormation cannot"
+            " move a resource between stacks). Drain the queues and DLQs first, or deploy under a new prefix;"
+            " see docs/deploy.md",
             err=True,
         )
     for path, text in files.items():

@@ -24,7 +24,7 @@ priority_option = click.option(
     "--priority",
     default=None,
     metavar="LANE",
-    help="Only this priority lane's DLQ (default: each lane of the queue in turn, the queue's own first).",
+    help="Only this priority lane's DLQ (default: the queue's own). Without it: each lane in turn, its own first.",
 )
 
 

@@ -22,9 +22,16 @@ from jobkit.ops.config import CliConfig
 )
 @click.option("--domain", default=None, help="The domain (tenant) the job belongs to.")
 @click.option("--delay", type=click.FloatRange(min=0), default=None, help="Run no earlier than this many seconds.")
+@click.option("--priority", default=None, metavar="LANE", help="Push it to this priority lane of its queue.")
 @ops_command
 def push(
-    config: CliConfig, output: Output, job_type: str, params: str, domain: str | None, delay: float | None
+    config: CliConfig,
+    output: Output,
+    job_type: str,
+    params: str,
+    domain: str | None,
+    delay: float | None,
+    priority: str | None,
 ) -> None:
     """Enqueue one job by hand, through the push SDK.
 
@@ -34,8 +41,10 @@ def push(
 
     from jobkit.ops import push_job
 
-    job_id = push_job(config.queue_group(), job_type, read_params(params), domain=domain, delay_s=delay)
-    output.show({"job_id": job_id, "type": job_type, "domain": domain}, lambda: Text(f"pushed {job_type} {job_id}"))
+    group, body = config.queue_group(), read_params(params)
+    job_id = push_job(group, job_type, body, domain=domain, delay_s=delay, priority=priority)
+    shown = {"job_id": job_id, "type": job_type, "domain": domain, "priority": priority}
+    output.show(shown, lambda: Text(f"pushed {job_type} {job_id}" + (f" to lane {priority}" if priority else "")))
 
 
 @click.command(cls=OpsCommand)

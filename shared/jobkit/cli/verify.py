@@ -89,7 +89,7 @@ def verify(config: CliConfig, output: Output, types: tuple[str, ...], timeout_s:
 
     run: Verify | None = None
     try:
-        urls = _queue_urls(config, declaration, [q.name for q in queues])
+        urls = _queue_urls(config, declaration, [lane.key for q in queues for lane in q.lanes])
         clients = Clients(
             sqs=config.sqs,
             lambda_=config.clients.client("lambda"),

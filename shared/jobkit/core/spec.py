@@ -36,6 +36,7 @@ from jobkit.core.wire import (
     check_extra_fields,
     decode,
     is_number,
+    priority_of,
     sqs_json,
     utc_time,
     valid_domain,
@@ -171,7 +172,7 @@ class JobSpecification:
             raise SpecError(f"{type}: chain must be a ChainLink, and a chain step's job is a batch member")
         self.chain = chain
         if priority is not None and (not isinstance(priority, str) or not LANE_PATTERN.fullmatch(priority)):
-            raise SpecError(f"{type}: priority must be a lane name matching {LANE_PATTERN.pattern}, got {priority!r}")
+            raise SpecError(f"{type}: priority must be a lane's name matching {LANE_PATTERN.pattern}, got {priority!r}")
         self.priority = priority
         self.extra_fields: dict[str, Any] = dict(extra_fields or {})
         check_extra_fields(self.type, self.extra_fields)
@@ -368,7 +369,7 @@ class JobSpecification:
             extra_fields={name: value for name, value in data.items() if name not in KNOWN_FIELDS},
             batch=batch_id(data["batch"]) if "batch" in data else None,
             chain=chain_link(data["chain"]) if "chain" in data else None,
-            priority=data.get("priority"),
+            priority=priority_of(data),
         )
 
     # -- value semantics -------------------------------------------------

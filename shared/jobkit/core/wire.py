@@ -254,12 +254,6 @@ def validate(data: Any) -> None:
         ("releaseAt", data.get("releaseAt") is None or is_number(data["releaseAt"]), "null or epoch seconds"),
         ("removeDuplicates", isinstance(data.get("removeDuplicates", False), bool), "a boolean"),
         (
-            "priority",
-            data.get("priority") is None
-            or (isinstance(data["priority"], str) and bool(LANE_PATTERN.fullmatch(data["priority"]))),
-            f"null or a priority lane's name matching {LANE_PATTERN.pattern}",
-        ),
-        (
             "removeDuplicatesIgnoreParams",
             isinstance(data.get("removeDuplicatesIgnoreParams", []), list)
             and all(isinstance(p, str) for p in data.get("removeDuplicatesIgnoreParams", [])),
@@ -286,6 +280,21 @@ def validate(data: Any) -> None:
             raise SpecError("field 'chain' is a chain step's, and a step's jobs are its batch's: it needs 'batch'")
         chain_link(data["chain"])
     validate_root_params(data["params"])
+
+
+def priority_of(data: Mapping[str, Any]) -> str | None:
+    """A body's ``priority``, if it is a lane's name. It only routes (a job's lane
+    is the queue it is in): a reader ignores any other value rather than refuse
+    the job, as it would ignore a field it does not know. Producers' tools
+    (push, the push endpoint) refuse one (:func:`check_priority`)."""
+    value = data.get("priority")
+    return value if isinstance(value, str) and LANE_PATTERN.fullmatch(value) else None
+
+
+def check_priority(value: Any) -> None:
+    """Refuse a ``priority`` that is neither null nor a lane's name (a producer's mistake)."""
+    if value is not None and not (isinstance(value, str) and LANE_PATTERN.fullmatch(value)):
+        raise SpecError(f"field 'priority' must be null or a priority lane's name matching {LANE_PATTERN.pattern}")
 
 
 def batch_id(value: Any) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobkit.batches.options import BATCH_OPTIONS, with_batch_callbacks
-from jobkit.core.errors import ConfigError, UnknownJobType
+from jobkit.core.errors import ConfigError, SpecError, UnknownJobType
 from jobkit.core.resources import (
     DEFAULT_PREFIX,
     PREFIX_PATTERN,
@@ -29,7 +29,7 @@ from jobkit.core.resources import (
     refuse_shared_logical_ids,
 )
 from jobkit.core.wire import TYPE_PATTERN
-from jobkit.declaration.lanes import PRIORITY_OPTIONS, Lane, refuse_lane_names, share_lanes
+from jobkit.declaration.lanes import PRIORITY_OPTIONS, Lane, blamed, refuse_lane_names, share_lanes
 from jobkit.declaration.options import TypeOption, Where, matches, no_unknown_keys, table
 from jobkit.declaration.params_schema import PARAMS_OPTIONS, schemas_checked_on_use
 from jobkit.declaration.queues import QueueConfig as QueueConfig  # re-exported: every module takes it from here
@@ -170,6 +170,27 @@ class Declaration:
             f" pushes of [types.{pusher}] in {where} (and declare [types.{name}] if it is not declared)",
         )
 
+    def in_pushers_lane(self, pusher: JobSpecification | None, spec: JobSpecification) -> JobSpecification:
+        """``spec`` as the job ``pusher`` (None: an app) pushes it (:meth:`QueueConfig.in_lane_of`)."""
+        job_type = self.types.get(spec.type)
+        if pusher is None or job_type is None:
+            return spec
+        return self.queues[job_type.queue].in_lane_of(pusher, spec)
+
+    def lane(self, job_type: str, priority: str | None) -> Lane:
+        """The lane of that priority (None: its own) of the queue of ``job_type``.
+
+        Raises:
+            SpecError: the queue has no lane of that priority, naming those it has (UnknownJobType: no such type).
+        """
+        queue = self.queues[self.job_type(job_type).queue]
+        lane = queue.lane(priority)
+        if lane is None:
+            lanes = [f"{lane.priority!r}" for lane in queue.lanes[1:]]
+            has = f"its lanes are {', '.join(lanes)}" if lanes else "it has none: declare priorities on its types"
+            raise SpecError(f"{job_type}: no priority lane {priority!r} on queue {queue.name!r} ({has})")
+        return lane
+
     @property
     def lanes(self) -> dict[str, Lane]:
         """Every queue's lanes by :attr:`~jobkit.declaration.lanes.Lane.key` (a queue's own by its name)."""
@@ -291,7 +312,7 @@ def parse_declaration(raw: Mapping[str, Any], *, source: str, base_dir: Path | N
     named = {t.queue: t.name for t in sorted(types.values(), key=lambda t: t.name)}
     lanes = [lane for queue in Declaration(types).queues.values() for lane in queue.lanes]
     refuse_lane_names(source, lanes, named)
-    refuse_shared_logical_ids(source, {lane.key for lane in lanes}, lambda _: "types.*.queue")
+    refuse_shared_logical_ids(source, {lane.key: lane for lane in lanes}, lambda key: blamed(lanes, named, key))
     refuse_names_aws_refuses(source, named)
     schedules: Mapping[str, Schedule] = {}
     if "schedules" in raw:  # a runner's declaration has none: its cold start skips the module

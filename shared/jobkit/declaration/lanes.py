@@ -29,8 +29,12 @@ from jobkit.core.errors import ConfigError
 from jobkit.core.wire import LANE_PATTERN
 from jobkit.declaration.options import TypeOption, Where, int_in, table
 
-#: Lane names a queue's SQS names already use (``-dlq``), or that name the queue's own lane.
-RESERVED_LANES = frozenset({"dlq", "default"})
+#: The priority that names a queue's own lane: a job of a lane pushes one there with it
+#: (``None`` would take the pushing job's lane).
+DEFAULT_LANE = "default"
+#: Lane names a queue's names already use: ``-dlq`` (its DLQ's SQS name), ``runner``
+#: (``{Queue}RunnerQueue``, its event source mapping's logical ID), ``default`` (its own lane).
+RESERVED_LANES = frozenset({"dlq", DEFAULT_LANE, "runner"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +48,12 @@ class Lane:
     @property
     def key(self) -> str:
         """What stands for the lane in resource names: its queue's name, and ``-{priority}``."""
-        return self.queue if self.priority is None else lane_key(self.queue, self.priority)
+        return lane_key(self.queue, self.priority)
 
 
 def lane_key(queue: str, priority: str | None) -> str:
-    """The name that a queue's lane takes in resource names (the queue's own for the default lane)."""
-    return queue if priority is None else f"{queue}-{priority}"
+    """The name that a queue's lane takes in resource names (the queue's own for its own lane)."""
+    return queue if priority in (None, DEFAULT_LANE) else f"{queue}-{priority}"
 
 
 def _priorities(where: Where, raw: Any) -> tuple[tuple[str, int], ...]:
@@ -141,3 +145,13 @@ def refuse_lane_names(source: str, lanes: Iterable[Lane], queues: Mapping[str, s
                 f"types.{queues[lane.key]}.queue",
                 f"queue {lane.key!r} has the SQS name of lane {lane.priority!r} of queue {lane.queue!r}: rename one",
             )
+
+
+def blamed(lanes: Iterable[Lane], queues: Mapping[str, str], key: str) -> str:
+    """The declaration key that names the lane (or queue) ``key``: a lane's
+    ``types.T.priorities.LANE``, a queue's ``types.T.queue`` (``queues`` maps
+    each queue to a type on it)."""
+    lane = next(lane for lane in lanes if lane.key == key)
+    if lane.priority is None:
+        return f"types.{queues[lane.queue]}.queue"
+    return f"types.{queues[lane.queue]}.priorities.{lane.priority}"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobkit.core.spec import JobSpecification
-from jobkit.declaration.lanes import Lane, queue_lanes
+from jobkit.declaration.lanes import DEFAULT_LANE, Lane, queue_lanes
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,8 @@ class QueueConfig:
     lanes: tuple[Lane, ...] = ()  # the default lane (the queue itself) first, then its priority lanes
 
     def lane(self, priority: str | None) -> Lane | None:
-        """The queue's lane of that priority (None: its default lane), if it has it."""
+        """The queue's lane of that priority (None or ``"default"``: its own lane), if it has it."""
+        priority = None if priority == DEFAULT_LANE else priority
         return next((lane for lane in self.lanes if lane.priority == priority), None)
 
     def in_lane_of(self, parent: JobSpecification, spec: JobSpecification) -> JobSpecification:

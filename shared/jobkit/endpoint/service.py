@@ -44,7 +44,7 @@ from jobkit.core.clock import Clock
 from jobkit.core.correlation import correlation_scope, from_headers
 from jobkit.core.errors import JobKitError, JobQueueError, SpecError, UnknownJobType
 from jobkit.core.spec import JobSpecification
-from jobkit.core.wire import decode
+from jobkit.core.wire import check_priority, decode
 from jobkit.endpoint.batches import EndpointBatches
 from jobkit.endpoint.control import STATES, EndpointControl, cancelled_by, job_keys
 from jobkit.endpoint.signature import HEADER, KeyUnusable, SignatureRefused, usable_key, verify
@@ -245,6 +245,7 @@ class PushEndpoint:
             raise SpecError("priorAttempts is the runner's to keep, not a producer's to send: leave it out")
         if "chain" in raw:
             raise SpecError("chain is jobkit's to set on a chain's steps, not a producer's to send: leave it out")
+        check_priority(raw.get("priority"))  # a runner ignores a bad one: refused here, where it can be fixed
         filled = {"v": 2 if "batch" in raw else 1, "id": str(uuid.uuid4()), "enqueuedAt": now, **raw}
         spec = JobSpecification.from_dict(filled)
         if spec.type not in self._declaration.types:

@@ -134,13 +134,20 @@ def _matches(records: Records, job_type: str, job_id: str, failure_limit: int, d
 
 
 def push_job(
-    group: JobQueueGroup, job_type: str, params_json: str, *, domain: str | None = None, delay_s: float | None = None
+    group: JobQueueGroup,
+    job_type: str,
+    params_json: str,
+    *,
+    domain: str | None = None,
+    delay_s: float | None = None,
+    priority: str | None = None,
 ) -> str:
     """Enqueue one job by hand through the push SDK. Returns its ID.
 
     Raises:
         UnknownJobType: the type is not declared.
-        SpecError: the params are not a JSON object, or the spec is invalid.
+        SpecError: the params are not a JSON object, or the spec is invalid (a priority lane
+            the type's queue lacks, say).
         JobQueueError: SQS did not take it.
     """
     group.declaration.job_type(job_type)
@@ -154,5 +161,5 @@ def push_job(
         raise SpecError(f"--params must be a JSON object, got {type(params).__name__}")
     if delay_s is not None and delay_s < 0:
         raise JobKitError(f"--delay must be a non-negative number of seconds, got {delay_s}")
-    [job_id] = group.push(JobSpecification(job_type, params, domain=domain, delay=delay_s))
+    [job_id] = group.push(JobSpecification(job_type, params, domain=domain, delay=delay_s, priority=priority))
     return job_id

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from jobkit.core.errors import JobKitError
 from jobkit.declaration.config import Declaration
+from jobkit.declaration.lanes import lane_key
 from jobkit.declaration.params_schema import ParamsSchema
 from jobkit.sqs import QueueDirectory
 
@@ -105,8 +106,8 @@ def resolve_scopes(declaration: Declaration, name: str, priority: str | None = N
     """
     scope = resolve_scope(declaration, name)
     lanes = declaration.queues[scope.queue].lanes
-    if priority is not None:
-        lanes = tuple(lane for lane in lanes if lane.priority == priority)
+    if priority is not None:  # ("default": the queue's own lane)
+        lanes = tuple(lane for lane in lanes if lane.key == lane_key(scope.queue, priority))
         if not lanes:
             has = ", ".join(str(lane.priority) for lane in declaration.queues[scope.queue].lanes[1:]) or "none"
             raise JobKitError(f"queue {scope.queue!r} has no priority lane {priority!r} (its lanes: {has})")

@@ -40,13 +40,17 @@ class Member:
 
 @dataclass(frozen=True)
 class Callback:
-    """A job to push when a batch ends (its type and params; the batch's domain)."""
+    """A job to push when a batch ends (its type, params and priority lane; the batch's domain)."""
 
     job_type: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    priority: str | None = None  # kept only when set: a callback without one is stored as before
 
     def stored(self) -> str:
-        return json.dumps({"type": self.job_type, "params": dict(self.params)}, sort_keys=True, separators=(",", ":"))
+        data = {"type": self.job_type, "params": dict(self.params)}
+        if self.priority is not None:
+            data["priority"] = self.priority
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def read(cls, text: str | None) -> Callback | None:
@@ -54,8 +58,9 @@ class Callback:
             return None
         try:
             data = json.loads(text)
-            return cls(str(data["type"]), dict(data["params"]))
-        except (ValueError, KeyError, TypeError):
+            priority = data.get("priority")
+            return cls(str(data["type"]), dict(data["params"]), priority if isinstance(priority, str) else None)
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
 

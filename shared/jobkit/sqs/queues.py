@@ -8,7 +8,6 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobkit.core.errors import SpecError
 from jobkit.declaration.config import Declaration
 from jobkit.declaration.lanes import Lane
 from jobkit.sqs.attributes import (
@@ -72,13 +71,7 @@ class QueueDirectory:
         Raises:
             SpecError: the type's queue has no lane of that priority, naming those it has.
         """
-        queue = self._declaration.queues[self._declaration.job_type(job_type).queue]
-        lane = queue.lane(priority)
-        if lane is None:
-            lanes = [f"{lane.priority!r}" for lane in queue.lanes[1:]]
-            has = f"its lanes are {', '.join(lanes)}" if lanes else "it has none: declare priorities on its types"
-            raise SpecError(f"{job_type}: no priority lane {priority!r} on queue {queue.name!r} ({has})")
-        return self.url(self._declaration.queue_name(lane.key))
+        return self.url(self._declaration.queue_name(self._declaration.lane(job_type, priority).key))
 
     def dlq_url_for(self, sqs_name: str) -> str:
         """The DLQ URL of a jobkit queue (or lane), given the queue's SQS name."""

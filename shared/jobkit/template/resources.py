@@ -64,8 +64,9 @@ def shared_resources(declaration: Declaration, base_dir: Path) -> dict[str, Any]
 def queue_resources(declaration: Declaration, queue: QueueConfig, base_dir: Path) -> dict[str, Any]:
     """A declared queue, its DLQ, and the runner function that consumes it."""
     ids = QueueIds(queue.name)
-    return {
-        **sqs_queues(queue),
+    queues = sqs_queues(queue)
+    resources = {
+        **queues,
         ids.runner: _runner_function(declaration, queue, base_dir),
         # Declared, rather than left to Lambda to create on first write, so that its
         # logs expire. The runner logs to it by name and by LoggingConfig.
@@ -99,6 +100,14 @@ def queue_resources(declaration: Declaration, queue: QueueConfig, base_dir: Path
             for lane in queue.lanes
         },
     }
+    # every lane's IDs are their own (a clash would silently drop a resource here, and on AWS)
+    if len(resources) != 3 * len(queue.lanes) + 2:  # a queue and a DLQ a lane, its mapping; the runner, its logs
+        raise ConfigError(
+            declaration.source,
+            f"types.{queue.types[0]}.priorities",
+            f"queue {queue.name!r}: its lanes' resources would share logical IDs with its own: rename the lane",
+        )
+    return resources
 
 
 def jobs_table() -> dict[str, Any]:

@@ -5,7 +5,8 @@ A stack takes at most 500 resources, 200 outputs and a template of 1 MB, and
 each queue costs about a dozen resources once SAM has transformed the
 template (its queue and DLQ, its runner and the runner's role, a log group,
 an event source mapping, three alarms, an insight rule, and an alarm or two
-per type). Up to :data:`INLINE_QUEUES` queues the template is one stack.
+per type). Up to :data:`INLINE_QUEUES` queues (a priority lane counting as
+one) the template is one stack.
 Past that, the queues and everything of theirs go into :data:`BUCKETS`
 nested stacks (``AWS::Serverless::Application``, each a template file beside
 ``template.yaml``), and the root keeps what is shared: the layer, the jobs
@@ -55,7 +56,10 @@ def bucket(queue: str) -> int:
 
 
 def nested(declaration: Declaration) -> bool:
-    return len(declaration.queues) > INLINE_QUEUES
+    """Whether the queues go into nested stacks: past :data:`INLINE_QUEUES`,
+    each priority lane counted as a queue (its queue, DLQ, event source
+    mapping, two alarms and four outputs are nearly half a queue's resources)."""
+    return len(declaration.lanes) > INLINE_QUEUES
 
 
 def stack_id(number: int) -> str:
@@ -192,7 +196,7 @@ def check_limits(source: str, name: str, template: Mapping[str, Any]) -> None:
                 source,
                 "types",
                 f"{name} would hold {count} {what} once SAM transforms it, over CloudFormation's {limit}:"
-                ' put rare types on a shared queue (queue = "lowTraffic")',
+                ' put rare types on a shared queue (queue = "lowTraffic"), or declare fewer priority lanes',
             )
 
 

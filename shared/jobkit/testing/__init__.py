@@ -38,6 +38,7 @@ from jobkit.core.errors import JobFailed
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration, declaration_from_environment
+from jobkit.declaration.lanes import lane_key
 from jobkit.local.lambda_context import FakeLambdaContext
 from jobkit.push import JobQueueGroup
 from jobkit.records import FailureRecord
@@ -167,27 +168,36 @@ class JobkitStack:
         """The stack's own DynamoDB client."""
         return self.stack.dynamodb
 
-    def queue_url(self, job_type: str, *, dlq: bool = False) -> str:
-        """The URL of a type's queue, or of its DLQ."""
-        return self.stack.queue_url(self.declaration.job_type(job_type).queue, dlq=dlq)
+    def _lane(self, job_type: str, priority: str | None) -> str:
+        queue = self.declaration.queues[self.declaration.job_type(job_type).queue]
+        if queue.lane(priority) is None:
+            raise ValueError(f"queue {queue.name!r} of {job_type} has no priority lane {priority!r}")
+        return lane_key(queue.name, priority)
 
-    def queue_arn(self, job_type: str, *, dlq: bool = False) -> str:
-        """The ARN of a type's queue, or of its DLQ."""
-        return self.stack.queue_arn(self.declaration.job_type(job_type).queue, dlq=dlq)
+    def queue_url(self, job_type: str, *, dlq: bool = False, priority: str | None = None) -> str:
+        """The URL of a type's queue (or of one of its priority lanes), or of its DLQ."""
+        return self.stack.queue_url(self._lane(job_type, priority), dlq=dlq)
 
-    def receive(self, job_type: str, max_messages: int = 10) -> list[MessageTypeDef]:
-        """Receive messages from a type's queue as Lambda's poller does (each
-        receive counts toward the queue's maxReceiveCount), without running them:
-        hand them to :meth:`deliver`, twice for a duplicate delivery, or drop them
-        for an invocation that died before it reported."""
-        return receive_messages(self.sqs, self.queue_url(job_type), max_messages)
+    def queue_arn(self, job_type: str, *, dlq: bool = False, priority: str | None = None) -> str:
+        """The ARN of a type's queue (or of one of its priority lanes), or of its DLQ."""
+        return self.stack.queue_arn(self._lane(job_type, priority), dlq=dlq)
 
-    def deliver(self, job_type: str, messages: list[dict[str, Any]]) -> list[RecordResult]:
+    def receive(self, job_type: str, max_messages: int = 10, *, priority: str | None = None) -> list[MessageTypeDef]:
+        """Receive messages from a type's queue (or priority lane) as Lambda's
+        poller does (each receive counts toward the queue's maxReceiveCount),
+        without running them: hand them to :meth:`deliver`, twice for a
+        duplicate delivery, or drop them for an invocation that died before it reported."""
+        return receive_messages(self.sqs, self.queue_url(job_type, priority=priority), max_messages)
+
+    def deliver(
+        self, job_type: str, messages: list[dict[str, Any]], *, priority: str | None = None
+    ) -> list[RecordResult]:
         """Hand already-received messages to the type's runner, as the event source
-        mapping does (it deletes those the runner does not report as failed).
-        Calling it again with the same messages is SQS delivering them again."""
+        mapping of its queue (or of the priority lane they were received from)
+        does: it deletes those the runner does not report as failed. Calling it
+        again with the same messages is SQS delivering them again."""
         before = len(self.stack.results.results)
-        self.stack.mappings[self.declaration.job_type(job_type).queue].deliver(messages)
+        self.stack.mappings[self._lane(job_type, priority)].deliver(messages)
         return self.stack.results.results[before:]
 
     def _raise_first_failure(self, results: Sequence[RecordResult]) -> None:
@@ -213,9 +223,11 @@ class JobkitStack:
         """How many messages ended how, for one type or all."""
         return self.stack.results.outcomes(job_type)
 
-    def dead_letters(self, job_type: str) -> list[MessageTypeDef]:
-        """The messages in the DLQ of a type's queue (SQS ReceiveMessage shape)."""
-        return self.stack.dead_letters(self.declaration.job_type(job_type).queue)
+    def dead_letters(self, job_type: str, *, priority: str | None = None) -> list[MessageTypeDef]:
+        """The messages in the DLQ of a type's queue, or of one of its priority lanes
+        (``priority="default"``: the queue's own); by default in every lane's (SQS ReceiveMessage shape)."""
+        lanes = self._lanes(job_type, priority)
+        return [message for lane in lanes for message in self.stack.dead_letters(lane)]
 
     def failures(self, job: JobSpecification | str) -> list[FailureRecord]:
         """A job's failure records, newest first. Give the spec you pushed, or the
@@ -227,9 +239,15 @@ class JobkitStack:
         found = [f for t in self.declaration.types for r in records.runs(t, job, 100).values() for f in r.failures]
         return sorted(found, key=lambda f: (f.at, f.attempt), reverse=True)
 
-    def queued(self, job_type: str) -> int:
-        """Messages waiting in a type's queue (visible, in flight and delayed)."""
-        return self.stack.queue_depth(self.declaration.job_type(job_type).queue)
+    def queued(self, job_type: str, *, priority: str | None = None) -> int:
+        """Messages waiting in a type's queue, or in one of its priority lanes (``"default"``:
+        the queue's own); by default in all its lanes (visible, in flight and delayed)."""
+        return sum(self.stack.queue_depth(lane) for lane in self._lanes(job_type, priority))
+
+    def _lanes(self, job_type: str, priority: str | None) -> list[str]:
+        if priority is not None:
+            return [self._lane(job_type, priority)]
+        return [lane.key for lane in self.declaration.queues[self.declaration.job_type(job_type).queue].lanes]
 
 
 #: Who sent a message, as SQS names it in every event record (an IAM unique ID).

@@ -1,7 +1,7 @@
 """The last hour of each type, for the overview's sparklines.
 
 Two series per type, in buckets of :data:`BUCKET_S`, oldest first: messages
-sent to its queue (``AWS/SQS NumberOfMessagesSent``, per queue, as
+sent to its queue and its priority lanes (``AWS/SQS NumberOfMessagesSent``, per queue, as
 ``jobkit top``'s in/min) and jobs that ended (the EMF counts of
 :data:`jobkit.ops.top.FINAL_OUTCOME_METRICS`, as its out/min). The metrics
 are the ones :mod:`jobkit.ops.top` defines; this module only keeps their
@@ -11,7 +11,7 @@ drops: a bucket without a datapoint is a gap, not zero moved to the end.
 
 Fail-open, like every metrics read of the ops views: where CloudWatch cannot
 be read, there are no sparklines and ``error`` says why. Cost: one
-GetMetricData (a metric per queue, and 5 per type) per refresh; the app
+GetMetricData (a metric per queue and lane, and 5 per type) per refresh; the app
 refreshes it at most once a minute (:class:`HistoryCache`).
 """
 
@@ -52,11 +52,11 @@ class History:
 
 
 def _queries(declaration: Declaration) -> list[MetricQuery]:
-    queries = [
+    queries = [  # a queue's lanes under its key: their series add up
         MetricQuery(
-            ("in", queue), "AWS/SQS", "NumberOfMessagesSent", (("QueueName", declaration.queue_name(queue)),), "Sum"
+            ("in", lane.queue), "AWS/SQS", "NumberOfMessagesSent", (("QueueName", declaration.queue_name(key)),), "Sum"
         )
-        for queue in declaration.queues
+        for key, lane in declaration.lanes.items()
     ]
     for name in declaration.types:
         for metric in FINAL_OUTCOME_METRICS:

@@ -9,6 +9,7 @@ so the row that stands out is the one ``jobkit top`` highlights.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from jobkit.ops import QueuesReport, QueueSummary, TopSnapshot, TypeLine
@@ -25,7 +26,7 @@ class OverviewRow:
     ins: list[float | None]
     outs: list[float | None]
     worst: bool
-    lanes: tuple[tuple[QueueSummary, float | None], ...] = ()  # each priority lane, and its p95 pickup delay
+    lanes: tuple[tuple[QueueSummary, float | None], ...] = ()  # with priority lanes: each lane, and its p95 pickup
 
     @property
     def shared(self) -> bool:
@@ -43,9 +44,8 @@ class Overview:
 
     @property
     def dead_lettered(self) -> int:
-        """Dead letters in all, each DLQ once."""
-        queues = [q for row in self.rows for q in (row.queue, *(lane for lane, _ in row.lanes))]
-        return sum({q.sqs_name: q.dead_lettered for q in queues}.values())
+        """Dead letters in all, each queue's DLQs once (a row's counts are its lanes' together)."""
+        return sum({row.queue.queue: row.queue.dead_lettered for row in self.rows}.values())
 
 
 def overview(queues: QueuesReport, snapshot: TopSnapshot, history: History) -> Overview:
@@ -57,14 +57,14 @@ def overview(queues: QueuesReport, snapshot: TopSnapshot, history: History) -> O
     rows = [
         OverviewRow(
             job_type=line.job_type,
-            queue=by_queue[line.queue][0],
+            queue=_summed(by_queue[line.queue]),
             line=line,
             ins=history.ins.get(line.job_type, []),
             outs=history.outs.get(line.job_type, []),
             worst=line.job_type == worst,
             lanes=tuple(
                 (summary, next((lane.pickup_p95_ms for lane in line.lanes if lane.priority == summary.priority), None))
-                for summary in by_queue[line.queue][1:]
+                for summary in (by_queue[line.queue] if len(by_queue[line.queue]) > 1 else ())
             ),
         )
         for line in snapshot.lines
@@ -73,3 +73,18 @@ def overview(queues: QueuesReport, snapshot: TopSnapshot, history: History) -> O
     if history.error:
         notes.append(f"sparklines unavailable: {history.error}")
     return Overview(snapshot.at, snapshot.window_s, rows, notes)
+
+
+def _summed(lanes: list[QueueSummary]) -> QueueSummary:
+    """A queue's counts over its lanes (the oldest message of any), as ``jobkit top`` sums them."""
+    if len(lanes) == 1:
+        return lanes[0]
+    ages = [lane.oldest_age_s for lane in lanes if lane.oldest_age_s is not None]
+    return dataclasses.replace(
+        lanes[0],
+        queued=sum(lane.queued for lane in lanes),
+        in_flight=sum(lane.in_flight for lane in lanes),
+        delayed=sum(lane.delayed for lane in lanes),
+        dead_lettered=sum(lane.dead_lettered for lane in lanes),
+        oldest_age_s=max(ages) if ages else None,
+    )

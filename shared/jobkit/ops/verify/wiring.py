@@ -1,9 +1,10 @@
 """What ``jobkit verify`` reads back from the account for each queue, against
 the declaration: the redrive policy, the runner's recursion setting and event
-source mapping, and the queue's alarms."""
+source mapping, and the queue's alarms; of each of its priority lanes too."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -27,23 +28,28 @@ class WiringChecks:
         return [self._redrive(queue), self._recursion(queue), self._mapping(queue), self._alarms(queue)]
 
     def _redrive(self, queue: QueueConfig) -> Check:
-        url = self._url(queue.name)
-        attributes = call(
-            "sqs:GetQueueAttributes",
-            lambda: self._clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"]),
-        )["Attributes"]
-        policy = json.loads(attributes.get("RedrivePolicy") or "{}")
-        dlq = str(policy.get("deadLetterTargetArn", "")).rsplit(":", 1)[-1]
-        count = int(policy.get("maxReceiveCount", 0) or 0)
-        expected = self._declaration.dlq_name(queue.name)
-        ok = dlq == expected and count == queue.max_receive_count
-        detail = f"DLQ {dlq or 'none'}, maxReceiveCount {count}"
-        if not ok:
-            detail += (
-                f" (declared: {expected}, {queue.max_receive_count}): deploy the current template, which sets it"
-                " (a policy changed by hand changes how many attempts a job gets)"
+        """The redrive policy of the queue and of each of its priority lanes (each to its own DLQ)."""
+        found, wrong = [], []
+        for lane in queue.lanes:
+            read = functools.partial(
+                self._clients.sqs.get_queue_attributes, QueueUrl=self._url(lane.key), AttributeNames=["RedrivePolicy"]
             )
-        return Check("redrive policy", queue.name, ok, detail)
+            attributes = call("sqs:GetQueueAttributes", read)["Attributes"]
+            policy = json.loads(attributes.get("RedrivePolicy") or "{}")
+            dlq = str(policy.get("deadLetterTargetArn", "")).rsplit(":", 1)[-1]
+            count = int(policy.get("maxReceiveCount", 0) or 0)
+            expected = self._declaration.dlq_name(lane.key)
+            found.append(f"DLQ {dlq or 'none'}, maxReceiveCount {count}")
+            if dlq != expected or count != queue.max_receive_count:
+                name = self._declaration.queue_name(lane.key)
+                wrong.append(f"{name} (declared: {expected}, {queue.max_receive_count})")
+        detail = "; ".join(found)
+        if wrong:
+            detail += (
+                f": {', '.join(wrong)}: deploy the current template, which sets it (a policy changed by hand changes"
+                " how many attempts a job gets)"
+            )
+        return Check("redrive policy", queue.name, not wrong, detail)
 
     def _recursion(self, queue: QueueConfig) -> Check:
         function = self._declaration.names.runner(queue.name)
@@ -60,45 +66,59 @@ class WiringChecks:
         return Check("recursive loop", queue.name, ok, detail)
 
     def _mapping(self, queue: QueueConfig) -> Check:
+        """The event source mapping of the queue, and of each of its priority lanes, to its runner."""
         function = self._declaration.names.runner(queue.name)
         try:
             mappings = self._clients.lambda_.list_event_source_mappings(FunctionName=function)["EventSourceMappings"]
         except Exception as exc:
             return Check("event source", queue.name, False, refused(exc, "lambda:ListEventSourceMappings", function))
-        queue_name = self._declaration.queue_name(queue.name)
-        mine = [m for m in mappings if str(m.get("EventSourceArn", "")).endswith(f":{queue_name}")]
-        if not mine:
-            return Check("event source", queue.name, False, f"no event source mapping from {queue_name} to {function}")
-        mapping = mine[0]
-        found = {
-            "state": mapping.get("State"),
-            "batch_size": mapping.get("BatchSize"),
-            "max_concurrency": (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency"),
-            "batch_item_failures": "ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or []),
-        }
-        wanted = {
-            "state": "Enabled",
-            "batch_size": queue.batch_size,
-            "max_concurrency": queue.max_concurrency,
-            "batch_item_failures": True,
-        }
-        wrong = [f"{k} {found[k]} (declared {wanted[k]})" for k in wanted if found[k] != wanted[k]]
-        detail = (
-            f"{found['state']}, batch size {found['batch_size']}, MaximumConcurrency {found['max_concurrency']},"
-            f" ReportBatchItemFailures {'on' if found['batch_item_failures'] else 'off'}"
-        )
-        if wrong:
-            detail += f": {'; '.join(wrong)}: deploy the current template"
-            if found["state"] != "Enabled":
-                detail += " (or enable it: aws lambda update-event-source-mapping --uuid ... --enabled)"
-        return Check("event source", queue.name, not wrong, detail, found)
+        details, problems, first = [], [], None
+        for lane in queue.lanes:
+            queue_name = self._declaration.queue_name(lane.key)
+            mine = [m for m in mappings if str(m.get("EventSourceArn", "")).endswith(f":{queue_name}")]
+            if not mine:
+                problems.append(f"no event source mapping from {queue_name} to {function}")
+                continue
+            found = {
+                "state": mine[0].get("State"),
+                "batch_size": mine[0].get("BatchSize"),
+                "max_concurrency": (mine[0].get("ScalingConfig") or {}).get("MaximumConcurrency"),
+                "batch_item_failures": "ReportBatchItemFailures" in (mine[0].get("FunctionResponseTypes") or []),
+            }
+            first = found if first is None else first
+            wanted = {
+                "state": "Enabled",
+                "batch_size": queue.batch_size,
+                "max_concurrency": lane.max_concurrency,
+                "batch_item_failures": True,
+            }
+            wrong = [f"{k} {found[k]} (declared {wanted[k]})" for k in wanted if found[k] != wanted[k]]
+            where = "" if lane.priority is None else f"lane {lane.priority}: "
+            failures = "on" if found["batch_item_failures"] else "off"
+            details.append(
+                f"{where}{found['state']}, batch size {found['batch_size']}, MaximumConcurrency"
+                f" {found['max_concurrency']}, ReportBatchItemFailures {failures}"
+            )
+            if wrong:
+                problem = f"{where}{'; '.join(wrong)}: deploy the current template"
+                if found["state"] != "Enabled":
+                    problem += " (or enable it: aws lambda update-event-source-mapping --uuid ... --enabled)"
+                problems.append(problem)
+        detail = "; ".join(details + problems) if problems else "; ".join(details)
+        return Check("event source", queue.name, not problems, detail, first or {})
 
     def _alarms(self, queue: QueueConfig) -> Check:
         wanted = [
-            ("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": self._declaration.dlq_name(queue.name)}),
-            ("AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": self._declaration.queue_name(queue.name)}),
-            ("AWS/Lambda", "RecursiveInvocationsDropped", {"FunctionName": self._declaration.names.runner(queue.name)}),
+            alarm
+            for lane in queue.lanes  # each priority lane has its own
+            for alarm in (
+                ("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": self._declaration.dlq_name(lane.key)}),
+                ("AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": self._declaration.queue_name(lane.key)}),
+            )
         ]
+        wanted.append(
+            ("AWS/Lambda", "RecursiveInvocationsDropped", {"FunctionName": self._declaration.names.runner(queue.name)})
+        )
         try:
             alarms = list(self._all_alarms())
         except Exception as exc:
