@@ -462,3 +462,43 @@ def test_a_push_transport_from_before_lanes_still_routes_every_job_without_one()
     transport = OldTransport()
     JobQueueGroup(declaration=declaration, transport=transport).push(JobSpecification("render", {}))
     assert transport.sent == ["queue:render"]
+
+
+def test_a_producer_policy_too_long_to_name_each_queue_names_them_by_the_stacks_prefix(tmp_path: Path) -> None:
+    from jobkit.declaration.config import parse_declaration
+    from jobkit.local.cloudformation import translate
+    from jobkit.template import build
+    from jobkit.template.policy_size import MAX_MANAGED_POLICY_CHARS, MAX_ROLE_POLICY_CHARS, policy_chars
+
+    types = {f"renderNumber{n}": {"class": "jobs:B", "priorities": {"high": 2, "low": 2}} for n in range(30)}
+    declaration = parse_declaration({"jobkit": {"prefix": "big"}, "types": types}, source="t")
+    (tmp_path / "jobs").mkdir()
+    template = build(declaration, base_dir=tmp_path)
+    document = template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]
+    assert policy_chars(declaration, document) <= MAX_MANAGED_POLICY_CHARS
+    # 90 queues named one by one would not fit: every queue of the stack by its prefix, and no DLQ
+    [allow, deny] = [s for s in document["Statement"] if "sqs:SendMessage" in s["Action"]]
+    assert (allow["Effect"], deny["Effect"]) == ("Allow", "Deny")
+
+    def arn(pattern: dict[str, str], name: str) -> bool:
+        text = pattern["Fn::Sub"].replace("${AWS::Partition}", "aws").replace("${AWS::Region}", "us-east-1")
+        text = text.replace("${AWS::AccountId}", "123456789012").replace("${Prefix}", "big")
+        regex = "".join(".*" if c == "*" else re.escape(c) for c in text)
+        return re.fullmatch(regex, f"arn:aws:sqs:us-east-1:123456789012:{name}") is not None
+
+    for key in declaration.lanes:
+        queue = declaration.queue_name(key)
+        assert arn(allow["Resource"], queue) and not arn(deny["Resource"], queue)
+        assert arn(deny["Resource"], declaration.dlq_name(key))
+    assert arn(deny["Resource"], declaration.names.schedules_dlq)
+    # a small stack's names each queue and lane
+    small = parse_declaration({"types": {"render": {"class": "jobs:B", "priorities": {"high": 2}}}}, source="t")
+    statements = build(small, base_dir=tmp_path)["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]
+    [send] = [s for s in statements["Statement"] if "sqs:SendMessage" in s["Action"]]
+    assert send["Resource"] == [{"Fn::GetAtt": ["RenderQueue", "Arn"]}, {"Fn::GetAtt": ["RenderHighQueue", "Arn"]}]
+    # the template translates, and every runner's policy is within IAM's limit for a role
+    translated = translate(template, parameters={"Prefix": "big"})
+    for name, resource in translated["Resources"].items():
+        if resource["Type"] == "AWS::IAM::Role" and name.endswith("RunnerRole"):
+            inline = [p["PolicyDocument"] for p in resource["Properties"].get("Policies", [])]
+            assert sum(policy_chars(declaration, p) for p in inline) <= MAX_ROLE_POLICY_CHARS

@@ -188,12 +188,15 @@ def test_runners_get_their_declaration_and_event_source(
         runner_declaration = parse_declaration(json.loads(variables["JOBKIT_DECLARATION"]), source="env")
         assert set(queue.types) <= set(runner_declaration.types)
         assert variables["JOBKIT_QUEUE"] == queue.name  # the declared queue, not its SQS name
-        [mapping] = [
-            m["Properties"] for m in mappings.values() if m["Properties"]["FunctionName"] == {"Ref": f"{q}Runner"}
-        ]
-        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-        assert mapping["BatchSize"] == queue.batch_size
-        assert mapping["ScalingConfig"] == {"MaximumConcurrency": queue.max_concurrency}
+        # one mapping per lane: the queue's own, with its max_concurrency, and each priority lane's
+        own = [m["Properties"] for m in mappings.values() if m["Properties"]["FunctionName"] == {"Ref": f"{q}Runner"}]
+        assert len(own) == len(queue.lanes)
+        for mapping, lane in zip(own, queue.lanes, strict=True):
+            assert mapping["EventSourceArn"] == {"Fn::GetAtt": [f"{logical_id(lane.key)}Queue", "Arn"]}
+            assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+            assert mapping["BatchSize"] == queue.batch_size
+            assert mapping["ScalingConfig"] == {"MaximumConcurrency": lane.max_concurrency}
+        assert queue.lanes[0].max_concurrency == queue.max_concurrency
 
 
 def test_each_runner_logs_to_a_log_group_that_expires(

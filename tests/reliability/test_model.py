@@ -93,7 +93,7 @@ import pytest
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 from ledger import Category, Fate, SentJobs, by_job, fates, key_of, reason
 
 from jobkit import JobQueueGroup, JobSpecification
@@ -454,6 +454,11 @@ class JobModel(RuleBasedStateMachine):
         """The spec in the lane the app pushes to now, if its queue has it."""
         queue = DECLARATION.queues[DECLARATION.types[spec.type].queue]
         return spec if self.lane is None or queue.lane(self.lane) is None else spec.replace(priority=self.lane)
+
+    @initialize(lane=st.sampled_from([None, LANE]))
+    def start_in_a_lane(self, lane: str | None) -> None:
+        # half the examples push to the high lane from their first push
+        self.lane = lane
 
     @rule(lane=st.sampled_from([None, LANE]))
     def switch_lanes(self, lane: str | None) -> None:

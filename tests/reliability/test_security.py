@@ -658,8 +658,13 @@ def test_the_template_stack_still_runs_jobs_without_sams_event_policy(template_s
     lambda_ = template_stack.client("lambda")
     mappings = lambda_.list_event_source_mappings()["EventSourceMappings"]
     assert {m["EventSourceArn"].rsplit(":", 1)[-1] for m in mappings} == {
-        f"jobkit-{queue}" for queue in template_stack.declaration.queues
+        f"jobkit-{lane}"
+        for lane in template_stack.declaration.lanes  # each queue's, and each priority lane's
     }
+    assert "refreshLinks-high" in template_stack.declaration.lanes
+    group.push(JobSpecification("refreshLinks", {"title": "B"}, priority="high"))
+    template_stack.drain()
+    assert [r.priority for r in template_stack.results.results] == [None, "high"]
 
 
 def load_runner_app(monkeypatch: pytest.MonkeyPatch) -> Any:

@@ -22,6 +22,7 @@ from jobkit.records.keys import root_records_pattern
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import batch_statements, control_statements, table_statement
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
+from jobkit.template.policy_size import MAX_ROLE_POLICY_CHARS, check_policy
 from jobkit.template.resources import check_environment_size
 
 FUNCTION = PUSH_ENDPOINT
@@ -76,6 +77,14 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
         "the push endpoint",
         "take fewer types, or shorten their params_schema",
         variables,
+    )
+    check_policy(
+        declaration,
+        "push_endpoint.types",
+        "the push endpoint's policy",
+        {"Statement": statements},
+        MAX_ROLE_POLICY_CHARS,
+        "it takes types of too many queues and priority lanes: take fewer types (another stack may take the rest)",
     )
     return {
         FUNCTION: {

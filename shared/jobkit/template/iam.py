@@ -34,6 +34,7 @@ from jobkit.records.keys import (
     root_records_pattern,
 )
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
+from jobkit.template.policy_size import MAX_MANAGED_POLICY_CHARS, check_policy, policy_chars
 
 #: What the runner does with the table: claims, failure and status records, reads of them.
 RUNNER_TABLE_ACTIONS = [f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query")]
@@ -107,31 +108,59 @@ def lane_arns(queue: QueueConfig, *, dlq: bool = False) -> list[dict[str, Any]]:
 def producer_policy(declaration: Declaration) -> dict[str, Any]:
     """What an app that pushes needs: send to every job queue (not the DLQs), look
     their URLs up, record the root jobs it pushes, and call the push endpoint
-    (with IAM auth), if there is one. An app's role attaches it."""
+    (with IAM auth), if there is one. An app's role attaches it.
+
+    The queues are named one by one, while that fits in a managed policy
+    (IAM's 6,144 characters: about 80 queues and lanes); past that, by the
+    stack's prefix, with its DLQs denied (:func:`prefix_send_statements`)."""
+    others = [
+        table_statement("RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)),
+        *control_statements(declaration),
+        *batch_statements(declaration),
+        *producer_statement(declaration),
+    ]
+    queues = [arn for queue in declaration.queues.values() for arn in lane_arns(queue)]
+    send = {"Sid": "SendToJobQueues", "Effect": "Allow", "Action": SEND_ACTIONS, "Resource": queues}
+    document = {"Version": "2012-10-17", "Statement": [send, *others]}
+    if policy_chars(declaration, document) > MAX_MANAGED_POLICY_CHARS:
+        document["Statement"] = [*prefix_send_statements(), *others]
+        check_policy(
+            declaration,
+            "types",
+            "the producer policy",
+            document,
+            MAX_MANAGED_POLICY_CHARS,
+            "it names each type's root records (and its cancellations and status, if declared): split the types"
+            " over two stacks (prefixes)",
+        )
     return {
         "Type": "AWS::IAM::ManagedPolicy",
         "Properties": {
             "ManagedPolicyName": {"Fn::Sub": NAMES.producer_policy},
             "Description": "jobkit: push jobs of every declared type (attach to an app's role)",
-            "PolicyDocument": {
-                "Version": "2012-10-17",
-                "Statement": [
-                    {
-                        "Sid": "SendToJobQueues",
-                        "Effect": "Allow",
-                        "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
-                        "Resource": [arn for queue in declaration.queues.values() for arn in lane_arns(queue)],
-                    },
-                    table_statement(
-                        "RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)
-                    ),
-                    *control_statements(declaration),
-                    *batch_statements(declaration),
-                    *producer_statement(declaration),
-                ],
-            },
+            "PolicyDocument": document,
         },
     }
+
+
+#: What pushing to a queue takes: sending, and looking its URL up.
+SEND_ACTIONS = ["sqs:SendMessage", "sqs:GetQueueUrl"]
+_STACK_QUEUES = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${Prefix}-*"
+
+
+def prefix_send_statements() -> list[dict[str, Any]]:
+    """Sending to every queue of the stack, by its prefix, and to none of its DLQs
+    (an explicit deny, which no other policy of the role can lift): for a
+    stack whose queues are too many to name one by one."""
+    return [
+        {"Sid": "SendToJobQueues", "Effect": "Allow", "Action": SEND_ACTIONS, "Resource": {"Fn::Sub": _STACK_QUEUES}},
+        {
+            "Sid": "NoSendToDeadLetterQueues",
+            "Effect": "Deny",
+            "Action": ["sqs:SendMessage"],
+            "Resource": {"Fn::Sub": f"{_STACK_QUEUES}-dlq"},
+        },
+    ]
 
 
 def operator_policy(declaration: Declaration) -> dict[str, Any]:

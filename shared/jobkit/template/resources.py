@@ -32,6 +32,7 @@ from jobkit.sqs.limits import MAX_MESSAGE_BYTES
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import pushed_types, runner_policy, sendable_queues, traced
 from jobkit.template.naming import NAMES, QueueIds
+from jobkit.template.policy_size import MAX_ROLE_POLICY_CHARS, check_policy
 
 MAX_ENVIRONMENT_BYTES = 4096  # Lambda's limit on all environment variables together
 
@@ -216,6 +217,15 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
         " (a params_schema in a file ships in the declaration too)",
         variables,
     )
+    policy = runner_policy(declaration, queue)
+    check_policy(
+        declaration,
+        f"types.{queue.types[0]}.pushes",
+        f"the policy of the runner of queue {queue.name!r}",
+        policy,
+        MAX_ROLE_POLICY_CHARS,
+        "its types push types of too many queues and priority lanes, or have too many types: give some their own queue",
+    )
     properties: dict[str, Any] = {
         "FunctionName": {"Fn::Sub": NAMES.runner(queue.name)},
         "Description": runner_description(queue),
@@ -228,7 +238,7 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
         "Layers": [{"Ref": "JobkitLayer"}],
         "LoggingConfig": {"LogGroup": {"Ref": ids.log_group}},
         "Environment": {"Variables": variables},
-        "Policies": [runner_policy(declaration, queue)],
+        "Policies": [policy],
         # the runner's own chains of sends (hops, fan-outs, holds) are loops by design
         "RecursiveLoop": RUNNER_RECURSIVE_LOOP,
     }
