@@ -66,6 +66,22 @@ BUDGETS = [
         ),
     ),
     Budget("DynamoDB requests per plain job", "requests", 0, _runner("plain")),
+    # a priority lane costs nothing per job: the same push, to another URL; the same run, from another mapping
+    Budget(
+        "SQS requests per job pushed to a priority lane",
+        "requests",
+        0.1,
+        lambda r: r["runner"]["lane_push"]["sqs_requests_per_job"],
+    ),
+    Budget(
+        "AWS requests (SQS and DynamoDB) per plain job run from a priority lane",
+        "requests",
+        0,
+        lambda r: (
+            r["runner"]["jobkit"]["priority lane, runs"]["sqs_requests_per_job"]
+            + r["runner"]["jobkit"]["priority lane, runs"]["dynamodb_requests_per_job"]
+        ),
+    ),
     # with its log line and metrics on, as deployed: what a no-op figure with logging off leaves out
     Budget(
         "runner CPU per plain job, logging and metrics on, vs a Powertools BatchProcessor doing the same work",

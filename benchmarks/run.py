@@ -194,6 +194,7 @@ def render(r: dict[str, Any]) -> str:
         "leaf": "≤ 0.1",
         "cancellable, nothing cancelled": "≤ 0.1",
         "batch member, ends": "≤ 1.1 (≤ 2 items written)",
+        "priority lane, runs": "0 (and 0 SQS requests; a push to a lane: 0.1)",
     }
     for name, f in r["runner"]["jobkit"].items():
         lines.append(

@@ -29,6 +29,7 @@ from jobkit.core.clock import Clock, SystemClock
 from jobkit.core.errors import FailedJob, JobKitError, JobQueueError, SpecError
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import Declaration, JobType, declaration_from_environment
+from jobkit.declaration.lanes import DEFAULT_LANE
 from jobkit.flow.fairness import message_group_id
 from jobkit.jobs import lazy_push
 from jobkit.jobs.children import ChildIds, derived_job_id
@@ -353,10 +354,9 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         job_type = self._declared_type(spec.type)
         job_type.check_job(spec, now)  # refuse here what a runner would dead-letter as poison
         spec = self._shared.declaration.in_pushers_lane(self.pushing_job, spec)
-        transport = self._shared.transport  # (a transport from before lanes takes the type alone)
-        queue_url = (
-            transport.queue_url(spec.type) if spec.priority is None else transport.queue_url(spec.type, spec.priority)
-        )
+        transport, lane = self._shared.transport, None if spec.priority == DEFAULT_LANE else spec.priority
+        # (a transport from before lanes takes the type alone)
+        queue_url = transport.queue_url(spec.type) if lane is None else transport.queue_url(spec.type, lane)
         release_in = (spec.release_at - now) if spec.release_at is not None else 0
         # Longer delays hop: the runner re-enqueues until the release time.
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}

@@ -31,7 +31,9 @@ def results(**overrides: Any) -> dict[str, Any]:
                 "cancellable, nothing cancelled": {"dynamodb_requests_per_job": 0.1},
                 "batch member, pushed": {"dynamodb_requests_per_job": 0.8, "dynamodb_writes_per_job": 1.9},
                 "batch member, ends": {"dynamodb_requests_per_job": 1.1, "dynamodb_writes_per_job": 2.0},
-            }
+                "priority lane, runs": {"dynamodb_requests_per_job": 0.0, "sqs_requests_per_job": 0.0},
+            },
+            "lane_push": {"sqs_requests_per_job": 0.1},
         },
         "runner_logged": {"ratio": 0.9},
         "side_by_side": {"throughput_vs_powertools": 9.8, "billed_vs_powertools": 0.1},

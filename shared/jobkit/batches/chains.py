@@ -61,7 +61,8 @@ Step = JobSpecification | Sequence[JobSpecification]
 class BatchKeeper(Protocol):
     """What a chain needs of :class:`jobkit.batches.control.BatchKeeper`."""
 
-    def open_step(self, ref: BatchRef, rest: Callback, description: str) -> float | None: ...
+    def open_step(self, ref: BatchRef, rest: Callback, description: str, lane: str | None = None) -> float | None: ...
+    def in_lane(self, lane: str | None, spec: JobSpecification) -> JobSpecification: ...
     def seal(self, ref: BatchRef) -> BatchRecord: ...
     def read(self, ref: BatchRef) -> BatchRecord | None: ...
     def push_due(self, ref: BatchRef, *, strict: bool = False) -> list[str]: ...
@@ -98,8 +99,10 @@ def start(
     chain_id: str | None,
     description: str,
     now: float,
+    lane: str | None = None,
 ) -> Chain:
-    """Open the chain's first step, push its jobs and seal it (see :meth:`ChainMethods.chain`)."""
+    """Open the chain's first step, push its jobs and seal it (see :meth:`ChainMethods.chain`);
+    ``lane``, the starting job's, is where its steps' jobs go unless they name one."""
     chain_id = _chain_id(chain_id)
     stored = [_stored_step(declaration, domain, chain_id, n, step, now) for n, step in enumerate(steps, 1)]
     if not stored:
@@ -113,7 +116,7 @@ def start(
             f" the {MAX_STEPS_BYTES:,} a chain's record may hold: pass references in params instead"
         )
     ref = BatchRef(step_batch_id(chain_id, 1), domain)
-    if not _push_step(keeper, push, ref, ChainLink(chain_id, 1), stored[0], rest, description):
+    if not _push_step(keeper, push, ref, ChainLink(chain_id, 1), stored[0], rest, description, lane):
         # started before: push a next step that is due and not pushed (its push failed, and no retry came)
         for step in range(2, len(stored) + 1):
             keeper.push_due(BatchRef(step_batch_id(chain_id, step - 1), domain), strict=True)
@@ -133,9 +136,8 @@ def advance(keeper: BatchKeeper, records: Records, push: Any, record: BatchRecor
     link = ChainLink(chain_id, step, _previous_result(records, record, params.get("after")))
     description = str(params.get("description", ""))
     rest = _rest(chain_id, step + 1, steps[1:], steps[0], description)
-    _push_step(
-        keeper, push, BatchRef(step_batch_id(chain_id, step), record.ref.domain), link, steps[0], rest, description
-    )
+    ref = BatchRef(step_batch_id(chain_id, step), record.ref.domain)
+    _push_step(keeper, push, ref, link, steps[0], rest, description, record.lane)  # in the chain's lane
 
 
 def is_next_step(callback: Callback | None) -> bool:
@@ -156,23 +158,28 @@ def _push_step(
     jobs: list[dict[str, Any]],
     rest: Callback,
     description: str,
+    lane: str | None,
 ) -> bool:
     """Open the step's batch, push its jobs and seal it; False if it was sealed (pushed before).
+    ``lane`` is the chain's (its starting job's): its steps' batches keep it, for the steps after.
 
     Raises:
         BatchConflict: a batch of the step's ID was opened otherwise (not this chain's step).
     """
-    if keeper.open_step(ref, rest, description) is not None:
+    if keeper.open_step(ref, rest, description, lane) is not None:
         return False
     specs = [
-        JobSpecification(
-            job["type"],
-            job["params"],
-            domain=ref.domain,
-            id=step_job_id(ref.domain, link.chain_id, link.step, n),
-            batch=ref.batch_id,
-            chain=link,
-            priority=job.get("priority"),
+        keeper.in_lane(
+            lane,
+            JobSpecification(
+                job["type"],
+                job["params"],
+                domain=ref.domain,
+                id=step_job_id(ref.domain, link.chain_id, link.step, n),
+                batch=ref.batch_id,
+                chain=link,
+                priority=job.get("priority"),
+            ),
         )
         for n, job in enumerate(jobs)
     ]
@@ -276,16 +283,6 @@ def _check_step_job(declaration: Declaration, domain: str | None, step: int, spe
         )
 
 
-def _in_lane(declaration: Declaration, pusher: JobSpecification | None, step: Step) -> Step:
-    """A step as the job ``pusher`` starts its chain: its jobs in the pusher's lane (see
-    :meth:`jobkit.declaration.config.Declaration.in_pushers_lane`); a step of the wrong shape as it is."""
-    if isinstance(step, JobSpecification):
-        return declaration.in_pushers_lane(pusher, step)
-    if _sequence(step):
-        return [declaration.in_pushers_lane(pusher, s) if isinstance(s, JobSpecification) else s for s in step]
-    return step
-
-
 def _sequence(value: object) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str | bytes)
 
@@ -340,8 +337,9 @@ class ChainMethods:
         """
         keeper = self._batch_keeper()
         now = keeper.now()
-        steps = [_in_lane(self.declaration, self.pushing_job, step) for step in steps]  # a job's chain: its lane
-        return start(keeper, self.declaration, self.push, self.domain, steps, id, clean_description(description), now)
+        lane = self.pushing_job.priority if self.pushing_job is not None else None  # a job's chain: its lane
+        description = clean_description(description)
+        return start(keeper, self.declaration, self.push, self.domain, steps, id, description, now, lane)
 
     def chain_status(self, chain_id: str) -> list[BatchRecord]:
         """The batches of the chain's steps reached so far, first step first

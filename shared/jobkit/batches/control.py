@@ -69,22 +69,38 @@ class BatchKeeper:
         on_complete: JobSpecification | None,
         on_success: JobSpecification | None,
         description: str,
+        lane: str | None = None,
     ) -> float | None:
-        """Record the batch (or find it, opened with the same callbacks). Returns when it was sealed, if it was."""
+        """Record the batch (or find it, opened with the same callbacks). Returns when it was sealed, if it was.
+        ``lane``: the priority lane of the job that opens it, where its callbacks go unless they name one."""
         complete, success = (
             self._callback("on_complete", on_complete, ref),
             self._callback("on_success", on_success, ref),
         )
         now = self._clock.now()
-        return self._records.batches.open(ref, complete, success, description, now, int(now) + BATCH_RECORD_TTL_S)
+        expires_at = int(now) + BATCH_RECORD_TTL_S
+        return self._records.batches.open(ref, complete, success, description, now, expires_at, lane)
 
     def now(self) -> float:
         return self._clock.now()
 
-    def open_step(self, ref: BatchRef, rest: Callback, description: str) -> float | None:
+    def open_step(self, ref: BatchRef, rest: Callback, description: str, lane: str | None = None) -> float | None:
         """Open a chain step's batch (:mod:`jobkit.batches.chains`), whose ``on_success`` is the rest of the chain."""
         now = self._clock.now()
-        return self._records.batches.open(ref, None, rest, description, now, int(now) + BATCH_RECORD_TTL_S)
+        return self._records.batches.open(ref, None, rest, description, now, int(now) + BATCH_RECORD_TTL_S, lane)
+
+    def in_lane(self, lane: str | None, spec: JobSpecification) -> JobSpecification:
+        """A callback or chain step's job as its batch pushes it: in the lane it
+        names, else in ``lane`` (its batch's opener's) if its queue has it. A lane
+        its queue no longer has (removed since) is its queue's own, said in a warning."""
+        declaration = self._declaration
+        if declaration is None or spec.type not in declaration.types:
+            return spec
+        queue = declaration.queues[declaration.types[spec.type].queue]
+        if spec.priority is not None and queue.lane(spec.priority) is None:
+            log.warning("%s: lane %r is gone from queue %s: pushed to its own", spec.type, spec.priority, queue.name)
+            return spec.replace(priority=None)
+        return spec if spec.priority is not None or lane is None else queue.in_lane(lane, spec)
 
     def seal(self, ref: BatchRef) -> BatchRecord:
         """Seal the batch, and push its callbacks if every member had ended already."""
@@ -150,7 +166,7 @@ class BatchKeeper:
         if is_next_step(callback):  # a chain's step succeeded: its next one
             advance(self, self._records, self._push, record, callback)
         else:
-            self._push([callback_spec(record, name)])
+            self._push([self.in_lane(record.lane, callback_spec(record, name))])
 
     def _callback(self, name: str, spec: JobSpecification | None, ref: BatchRef) -> Callback | None:
         if spec is None:
@@ -300,17 +316,8 @@ class BatchMethods:
         raise NotImplementedError
 
     @property
-    def declaration(self) -> Declaration:
-        raise NotImplementedError
-
-    @property
     def pushing_job(self) -> JobSpecification | None:
         raise NotImplementedError
-
-    def _in_pushers_lane(self, spec: JobSpecification | None) -> JobSpecification | None:
-        if not isinstance(spec, JobSpecification):  # none, or not a spec: open() says so
-            return spec
-        return self.declaration.in_pushers_lane(self.pushing_job, spec)
 
     def batch(
         self,
@@ -335,9 +342,9 @@ class BatchMethods:
         """
         ref = BatchRef(_batch_id(id), self.domain)
         keeper = self._batch_keeper()
-        # a batch a job opens: its callbacks go to that job's lane, as the jobs it pushes
-        on_complete, on_success = (self._in_pushers_lane(spec) for spec in (on_complete, on_success))
-        sealed = keeper.open(ref, on_complete, on_success, clean_description(description))
+        # a batch a job opens: its callbacks go to that job's lane, as the jobs it pushes (unless they name one)
+        lane = self.pushing_job.priority if self.pushing_job is not None else None
+        sealed = keeper.open(ref, on_complete, on_success, clean_description(description), lane)
         if sealed is not None and id is not None:
             raise BatchError(f"batch {ref.batch_id!r} is sealed: it takes no more pushes but its members' own")
         return Batch(keeper, ref, self.push, sealed is not None)

@@ -166,7 +166,7 @@ def _queue_urls(config: CliConfig, declaration: object, queues: list[str]) -> di
                 if "NonExistentQueue" in code or code == "QueueDoesNotExist":
                     raise VerifyRefused(
                         f"queue {name} does not exist: is the stack deployed under prefix {declaration.prefix!r},"
-                        " in this region?"
+                        " in this region, from this declaration (a queue or priority lane added since is not)?"
                     ) from exc
                 if "AccessDenied" in code:
                     raise VerifyRefused(

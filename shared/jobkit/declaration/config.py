@@ -128,6 +128,8 @@ class Declaration:
     push_endpoint: EndpointOptions | None = None  # the HTTP push endpoint, when declared
 
     queues: Mapping[str, QueueConfig] = field(init=False)
+    #: Every queue's lanes by :attr:`~jobkit.declaration.lanes.Lane.key` (a queue's own by its name).
+    lanes: Mapping[str, Lane] = field(init=False)
 
     def __post_init__(self) -> None:
         by_queue: dict[str, list[JobType]] = {}
@@ -135,6 +137,7 @@ class Declaration:
             by_queue.setdefault(job_type.queue, []).append(job_type)
         queues = {name: queue_config(name, members) for name, members in sorted(by_queue.items())}
         object.__setattr__(self, "queues", queues)
+        object.__setattr__(self, "lanes", {lane.key: lane for queue in queues.values() for lane in queue.lanes})
 
     def job_type(self, name: str) -> JobType:
         if name in self.types:
@@ -171,11 +174,11 @@ class Declaration:
         )
 
     def in_pushers_lane(self, pusher: JobSpecification | None, spec: JobSpecification) -> JobSpecification:
-        """``spec`` as the job ``pusher`` (None: an app) pushes it (:meth:`QueueConfig.in_lane_of`)."""
+        """``spec`` as the job ``pusher`` (None: an app) pushes it: in its lane (:meth:`QueueConfig.in_lane`)."""
         job_type = self.types.get(spec.type)
         if pusher is None or job_type is None:
             return spec
-        return self.queues[job_type.queue].in_lane_of(pusher, spec)
+        return self.queues[job_type.queue].in_lane(pusher.priority, spec)
 
     def lane(self, job_type: str, priority: str | None) -> Lane:
         """The lane of that priority (None: its own) of the queue of ``job_type``.
@@ -190,11 +193,6 @@ class Declaration:
             has = f"its lanes are {', '.join(lanes)}" if lanes else "it has none: declare priorities on its types"
             raise SpecError(f"{job_type}: no priority lane {priority!r} on queue {queue.name!r} ({has})")
         return lane
-
-    @property
-    def lanes(self) -> dict[str, Lane]:
-        """Every queue's lanes by :attr:`~jobkit.declaration.lanes.Lane.key` (a queue's own by its name)."""
-        return {lane.key: lane for queue in self.queues.values() for lane in queue.lanes}
 
     @property
     def names(self) -> ResourceNames:

@@ -32,12 +32,12 @@ class QueueConfig:
         priority = None if priority == DEFAULT_LANE else priority
         return next((lane for lane in self.lanes if lane.priority == priority), None)
 
-    def in_lane_of(self, parent: JobSpecification, spec: JobSpecification) -> JobSpecification:
-        """``spec``, pushed from the job ``parent``, in its parent's lane, unless
-        it names a lane of its own or this queue has no lane of that name."""
-        if spec.priority is not None or parent.priority is None or self.lane(parent.priority) is None:
+    def in_lane(self, lane: str | None, spec: JobSpecification) -> JobSpecification:
+        """``spec`` in ``lane`` (its pusher's), unless it names a lane of its
+        own or this queue has no lane of that name."""
+        if spec.priority is not None or lane is None or self.lane(lane) is None:
             return spec
-        return spec.replace(priority=parent.priority)
+        return spec.replace(priority=lane)
 
     @property
     def visibility_timeout_s(self) -> int:

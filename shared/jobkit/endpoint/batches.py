@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.core.errors import BatchError, JobKitError, SpecError
 from jobkit.core.spec import JobSpecification
-from jobkit.core.wire import ID_PATTERN, short
+from jobkit.core.wire import ID_PATTERN, check_priority, short
 from jobkit.endpoint.control import domain_param, query_params
 from jobkit.records import TableUnavailable
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH_KEYS = ("id", "domain", "description", "onComplete", "onSuccess", "seal")
-CALLBACK_KEYS = ("type", "params")
+CALLBACK_KEYS = ("type", "params", "priority")
 BATCH_USAGE = "a GET reads one batch's status: ?batch=ID, and &domain=D for a batch of a domain"
 
 
@@ -158,13 +158,14 @@ class EndpointBatches:
         if raw is None:
             return None
         if not isinstance(raw, dict) or set(raw) - set(CALLBACK_KEYS) or not isinstance(raw.get("type"), str):
-            raise SpecError(f'{name} is {{"type": T, "params": {{...}}}}, got {short(raw)}')
+            raise SpecError(f'{name} is {{"type": T, "params": {{...}}, "priority": LANE}}, got {short(raw)}')
+        check_priority(raw.get("priority"))
         if raw["type"] not in self._declaration.types:
             raise BatchError(f"{name}: the push endpoint does not take {raw['type'][:100]!r}, so it cannot push it")
         params = raw.get("params", {})
         if not isinstance(params, dict):
             raise SpecError(f"{name}: params is an object, got {type(params).__name__}")
-        return JobSpecification(raw["type"], params)
+        return JobSpecification(raw["type"], params, priority=raw.get("priority"))
 
 
 _CALLBACKS = (("on_complete", "onComplete"), ("on_success", "onSuccess"))

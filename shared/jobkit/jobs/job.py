@@ -25,7 +25,7 @@ from jobkit.status.tracker import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
     from jobkit.core.chain_link import ChainLink
-    from jobkit.declaration.config import JobType
+    from jobkit.declaration.config import Declaration, JobType
 
 
 class QueueGroup(Protocol):
@@ -41,6 +41,9 @@ class QueueGroup(Protocol):
     def deduplicate_root_job(self, spec: JobSpecification) -> bool: ...
 
     def for_job(self, parent: JobSpecification) -> QueueGroup: ...
+
+    @property
+    def declaration(self) -> Declaration: ...
 
 
 def _no_queue_group() -> QueueGroup:

@@ -99,6 +99,7 @@ class BatchRecord:
     sealed_at: float | None
     fired: Mapping[str, float]
     counts: Counts
+    lane: str | None = None  # the priority lane of the job that opened it: its callbacks' and chain steps'
 
     @property
     def complete(self) -> bool:

@@ -98,16 +98,18 @@ class Batches:
         description: str,
         at: float,
         expires_at: int,
+        lane: str | None = None,
     ) -> float | None:
-        """Record the batch, or find it recorded with the same callbacks (its
-        description and time stay the first's). Returns when it was sealed, if it
-        was. Raises :class:`BatchConflict`."""
+        """Record the batch, or find it recorded with the same callbacks (its description, time
+        and ``lane`` stay the first's). Returns when it was sealed, if it was. Raises :class:`BatchConflict`."""
         complete, success = (c.stored() if c is not None else "" for c in (on_complete, on_success))
+        first: dict[str, str | float] = {"opened_at": at, "description": description}
+        first |= {"lane": lane} if lane is not None else {}
         try:
             item = self._table.update(
                 _batch_key(ref),
                 {"on_complete": complete, "on_success": success, "expires_at": expires_at},
-                defaults={"opened_at": at, "description": description},
+                defaults=first,
                 when=Absent("opened_at") | (Equals("on_complete", complete) & Equals("on_success", success)),
                 want_new=True,
             )
@@ -221,6 +223,7 @@ class Batches:
             sealed_at=number(item, "sealed_at"),
             fired={name: at for name in CALLBACKS if (at := number(item, f"{name}_fired_at")) is not None},
             counts=Counts(totals["added"], {end: totals[end] for end in ENDS}),
+            lane=optional_text(item, "lane"),
         )
 
     def claim(self, ref: BatchRef, callback: str, owner: str, now: float, until: float) -> bool:

@@ -111,8 +111,8 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
     (with IAM auth), if there is one. An app's role attaches it.
 
     The queues are named one by one, while that fits in a managed policy
-    (IAM's 6,144 characters: about 80 queues and lanes); past that, by the
-    stack's prefix, with its DLQs denied (:func:`prefix_send_statements`)."""
+    (IAM's 6,144 characters: about 55 queues and lanes); past that, by the
+    stack's prefix (:func:`prefix_send_statements`)."""
     others = [
         table_statement("RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, declaration.types)),
         *control_statements(declaration),
@@ -149,18 +149,13 @@ _STACK_QUEUES = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${Pr
 
 
 def prefix_send_statements() -> list[dict[str, Any]]:
-    """Sending to every queue of the stack, by its prefix, and to none of its DLQs
-    (an explicit deny, which no other policy of the role can lift): for a
-    stack whose queues are too many to name one by one."""
-    return [
-        {"Sid": "SendToJobQueues", "Effect": "Allow", "Action": SEND_ACTIONS, "Resource": {"Fn::Sub": _STACK_QUEUES}},
-        {
-            "Sid": "NoSendToDeadLetterQueues",
-            "Effect": "Deny",
-            "Action": ["sqs:SendMessage"],
-            "Resource": {"Fn::Sub": f"{_STACK_QUEUES}-dlq"},
-        },
-    ]
+    """Sending to every queue of the stack, by its prefix: for a stack whose
+    queues are too many to name one by one. Its DLQs match too. That gives a
+    producer nothing it could not do by pushing (the DLQ tools verify every
+    reason a dead letter claims), and a deny of them would also deny the
+    runners of a stack whose prefix begins with this one, if they attach it."""
+    every = {"Fn::Sub": _STACK_QUEUES}
+    return [{"Sid": "SendToJobQueues", "Effect": "Allow", "Action": SEND_ACTIONS, "Resource": every}]
 
 
 def operator_policy(declaration: Declaration) -> dict[str, Any]:

@@ -18,10 +18,12 @@ from jobkit.template.naming import QueueIds
 
 MAX_MANAGED_POLICY_CHARS = 6_144
 MAX_ROLE_POLICY_CHARS = 10_240
+#: What any other reference counts for: the longest ARN IAM names (a Lambda function's, 140 characters).
+_LONGEST_ARN = 140
 
 #: Pseudo parameters and the prefix at their longest.
 _LONGEST = {
-    "AWS::Partition": "aws-iso-b",
+    "AWS::Partition": "aws-us-gov",
     "AWS::Region": "x" * 15,
     "AWS::AccountId": "1" * 12,
     PREFIX_PARAMETER: LONGEST_PREFIX,
@@ -38,11 +40,16 @@ def policy_chars(declaration: Declaration, document: Any) -> int:
             arns[logical] = f"arn:{_LONGEST['AWS::Partition']}:sqs:{'x' * 15}:{'1' * 12}:{name}"
 
     def resolved(node: Any) -> Any:
+        if isinstance(node, dict) and len(node) == 1:
+            [(function, argument)] = node.items()
+            if function == "Fn::GetAtt":  # a queue's or the table's ARN, else any ARN at its longest (Lambda's: 140)
+                return arns.get(argument[0], "a" * _LONGEST_ARN)
+            if function == "Ref":
+                return _LONGEST.get(argument, "r" * _LONGEST_ARN)
+            if function == "Fn::Sub":
+                text = argument if isinstance(argument, str) else argument[0]
+                return re.sub(r"\$\{([A-Za-z0-9:.]+)\}", lambda m: _LONGEST.get(m.group(1), "s" * _LONGEST_ARN), text)
         if isinstance(node, dict):
-            if "Fn::GetAtt" in node and node["Fn::GetAtt"][0] in arns:
-                return arns[node["Fn::GetAtt"][0]]
-            if isinstance(node.get("Fn::Sub"), str):
-                return re.sub(r"\$\{([A-Za-z0-9:]+)\}", lambda m: _LONGEST.get(m.group(1), m.group(0)), node["Fn::Sub"])
             return {k: resolved(v) for k, v in node.items()}
         if isinstance(node, list):
             return [resolved(v) for v in node]

@@ -179,4 +179,5 @@ class BatchSettle(Stage):
     def _keeper(self, ref: BatchRef) -> BatchKeeper:
         if self._groups is None:
             raise JobKitError("this runner has no push group to push a batch's callbacks with")
-        return BatchKeeper(self._records, self._clock, self._groups(ref.domain).push, claim_s=self._claim_s)
+        group = self._groups(ref.domain)  # (its declaration: the lanes its callbacks and steps go to)
+        return BatchKeeper(self._records, self._clock, group.push, claim_s=self._claim_s, declaration=group.declaration)
