@@ -19,12 +19,13 @@ from click.testing import CliRunner
 from jobkit import JobSpecification
 from jobkit.cli.__main__ import main
 from jobkit.core.clock import VirtualClock
-from jobkit.core.errors import JobQueueError, SpecError
+from jobkit.core.errors import BatchError, JobQueueError, SpecError
 from jobkit.core.outcome import Outcome
 from jobkit.core.spec import new_root_job_params
 from jobkit.declaration.config import load_declaration
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
+from jobkit.records.batches import BatchConflict
 
 import testjobs
 from conftest import START
@@ -499,3 +500,27 @@ def test_a_producer_policy_too_long_to_name_each_queue_names_them_by_the_stacks_
         if resource["Type"] == "AWS::IAM::Role" and name.endswith("RunnerRole"):
             inline = [p["PolicyDocument"] for p in resource["Properties"].get("Policies", [])]
             assert sum(policy_chars(declaration, p) for p in inline) <= MAX_ROLE_POLICY_CHARS
+
+
+def test_a_batch_a_job_opened_is_the_same_batch_when_an_app_opens_it_again(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    # a job of the high lane opens a batch (its callback names no lane), and is done
+    group.push(JobSpecification("opener", {"members": ["m1"], "callback": "done"}, priority="high", id="o"))
+    local.drain()
+    # an app (or a job of another lane) opens it again with the same callback: the same batch (sealed by
+    # the job, so it takes no more pushes), not one "opened with other callbacks"
+    with pytest.raises(BatchError, match="is sealed") as sealed:
+        group.batch(on_complete=JobSpecification("stage", {"name": "done"}), id="o-batch")
+    assert not isinstance(sealed.value, BatchConflict)
+    record = group.batch_status("o-batch")
+    assert record is not None and record.lane == "high"  # the first opener's lane stands
+    assert STEP_LANES["done"] == "high"
+    # a chain a job started, started again by an app with the same steps: the same chain
+    group.push(JobSpecification("opener", {"chain": ["c1", "c2"]}, priority="high", id="s"))
+    local.drain()
+    chain = group.chain(
+        [JobSpecification("stage", {"name": "c1"}), JobSpecification("stage", {"name": "c2"})], id="s-chain"
+    )
+    assert chain.steps == 2 and [r.lane for r in group.chain_status("s-chain")] == ["high", "high"]
+    local.drain()
+    assert (STEP_LANES["c1"], STEP_LANES["c2"]) == ("high", "high")
