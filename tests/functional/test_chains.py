@@ -395,7 +395,10 @@ def test_two_starts_of_a_chain_at_once_both_return_and_push_its_first_step_once(
     steps = [step("render", "r"), step("announce", "a")]
     group.chain(steps, id="twice")
     open_step = BatchKeeper.open_step
-    BatchKeeper.open_step = lambda keeper, ref, rest, description: (open_step(keeper, ref, rest, description), None)[1]  # type: ignore[method-assign]
+    BatchKeeper.open_step = lambda keeper, ref, rest, description, lane=None: (  # type: ignore[method-assign]
+        open_step(keeper, ref, rest, description, lane),
+        None,
+    )[1]
     try:
         assert group.chain(steps, id="twice").id == "twice"
     finally:

@@ -186,7 +186,11 @@ def test_dlq_commands_read_every_lanes_dlq_and_a_redrive_sends_each_back_to_its_
     local.drain()
     listed = jobkit(local, jobs_toml, "dlq", "list", "render", "--json")
     assert listed.exit_code == 0, listed.output
-    lanes = {lane["priority"]: lane for lane in json.loads(listed.output)["lanes"]}
+    answer = json.loads(listed.output)
+    # the shape of a queue without lanes, every lane's messages together (each with its lane), and each lane's
+    assert [m["priority"] for m in answer["messages"]] == [None, "high"]
+    assert (answer["dlq"], answer["approximate_total"]) == ("lanes-render-dlq", 2)
+    lanes = {lane["priority"]: lane for lane in answer["lanes"]}
     assert set(lanes) == {None, "high", "low"}
     assert [len(lanes[p]["messages"]) for p in (None, "high", "low")] == [1, 1, 0]
     assert lanes["high"]["dlq"] == "lanes-render-high-dlq"

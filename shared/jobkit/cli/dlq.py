@@ -36,7 +36,9 @@ def _each_lane(
     view: Callable[[R], RenderableType],
 ) -> None:
     """Show a command's report for each lane: as before for a queue without
-    lanes; else ``{"lanes": [...]}``, and each lane's view under its DLQ's name."""
+    lanes; else its lanes' reports together, in the same shape (counts added,
+    lists joined, the queue's own lane's names), with each lane's under
+    ``lanes``, and each lane's view under its DLQ's name."""
     if len(scopes) == 1:
         output.show(to_json(reports[0]), lambda: view(reports[0]))
         return
@@ -49,8 +51,28 @@ def _each_lane(
             parts += [Text(f"{scope.dlq_name} (lane {scope.priority or 'default'})", style="bold"), view(report)]
         return Group(*parts)
 
-    pairs = list(zip(scopes, reports, strict=True))
-    output.show({"lanes": [{"priority": scope.priority, **to_json(report)} for scope, report in pairs]}, views)
+    lanes = [{"priority": scope.priority, **to_json(report)} for scope, report in zip(scopes, reports, strict=True)]
+    output.show({**_together(lanes), "lanes": lanes}, views)
+
+
+def _together(lanes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The lanes' reports as one, in a single report's shape: numbers added, lists
+    joined (a message tagged with its lane), flags or'd, the first (the queue's own) lane's names."""
+    together = dict(lanes[0])
+    for name, first in lanes[0].items():
+        values = [lane.get(name) for lane in lanes]
+        if isinstance(first, bool):
+            together[name] = any(values)
+        elif isinstance(first, int | float):
+            together[name] = sum(v for v in values if isinstance(v, int | float))
+        elif isinstance(first, list):
+            together[name] = [
+                {**item, "priority": lane["priority"]} if isinstance(item, dict) else item
+                for lane in lanes
+                for item in lane.get(name) or []
+            ]
+    together.pop("priority", None)
+    return together
 
 
 @click.group(cls=OpsGroup)
