@@ -171,6 +171,10 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         return self._child_ids.parent if self._child_ids is not None else None
 
     @property
+    def pushing_lane(self) -> str | None:  # that job's priority lane (where its batches' callbacks and chains go)
+        return self.pushing_job.priority if self.pushing_job is not None else None
+
+    @property
     def records(self) -> Records | None:
         """The jobs table's records (None for a group made without one)."""
         return self._shared.records
@@ -238,11 +242,8 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         self._lazy.add(self._adopt(jobs))
 
     def flush(self) -> list[str]:
-        """Push everything buffered by :meth:`lazy_push` (inside a request or a
-        ``deferred()`` block: that request's or block's jobs).
-
-        A failure is logged with the job IDs and re-raised; it is never swallowed.
-        """
+        """Push everything buffered by :meth:`lazy_push` (inside a request or a ``deferred()``
+        block: that request's or block's jobs). A failure is logged with the job IDs and re-raised."""
         return self._lazy.flush()
 
     @property

@@ -311,7 +311,7 @@ class ChainMethods:
         raise NotImplementedError
 
     @property
-    def pushing_job(self) -> JobSpecification | None:
+    def pushing_lane(self) -> str | None:
         raise NotImplementedError
 
     def push(self, jobs: JobSpecification | Iterable[JobSpecification]) -> list[str]:
@@ -337,9 +337,8 @@ class ChainMethods:
         """
         keeper = self._batch_keeper()
         now = keeper.now()
-        lane = self.pushing_job.priority if self.pushing_job is not None else None  # a job's chain: its lane
-        description = clean_description(description)
-        return start(keeper, self.declaration, self.push, self.domain, steps, id, description, now, lane)
+        description = clean_description(description)  # (a job's chain: its steps in its lane)
+        return start(keeper, self.declaration, self.push, self.domain, steps, id, description, now, self.pushing_lane)
 
     def chain_status(self, chain_id: str) -> list[BatchRecord]:
         """The batches of the chain's steps reached so far, first step first

@@ -316,7 +316,7 @@ class BatchMethods:
         raise NotImplementedError
 
     @property
-    def pushing_job(self) -> JobSpecification | None:
+    def pushing_lane(self) -> str | None:
         raise NotImplementedError
 
     def batch(
@@ -343,8 +343,7 @@ class BatchMethods:
         ref = BatchRef(_batch_id(id), self.domain)
         keeper = self._batch_keeper()
         # a batch a job opens: its callbacks go to that job's lane, as the jobs it pushes (unless they name one)
-        lane = self.pushing_job.priority if self.pushing_job is not None else None
-        sealed = keeper.open(ref, on_complete, on_success, clean_description(description), lane)
+        sealed = keeper.open(ref, on_complete, on_success, clean_description(description), self.pushing_lane)
         if sealed is not None and id is not None:
             raise BatchError(f"batch {ref.batch_id!r} is sealed: it takes no more pushes but its members' own")
         return Batch(keeper, ref, self.push, sealed is not None)

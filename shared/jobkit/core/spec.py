@@ -35,6 +35,7 @@ from jobkit.core.wire import (
     chain_link,
     check_extra_fields,
     decode,
+    is_lane_name,
     is_number,
     priority_of,
     sqs_json,
@@ -171,7 +172,7 @@ class JobSpecification:
         if chain is not None and (not isinstance(chain, ChainLink) or batch is None):
             raise SpecError(f"{type}: chain must be a ChainLink, and a chain step's job is a batch member")
         self.chain = chain
-        if priority is not None and (not isinstance(priority, str) or not LANE_PATTERN.fullmatch(priority)):
+        if priority is not None and not is_lane_name(priority):
             raise SpecError(f"{type}: priority must be a lane's name matching {LANE_PATTERN.pattern}, got {priority!r}")
         self.priority = priority
         self.extra_fields: dict[str, Any] = dict(extra_fields or {})

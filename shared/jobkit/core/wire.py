@@ -288,12 +288,17 @@ def priority_of(data: Mapping[str, Any]) -> str | None:
     the job, as it would ignore a field it does not know. Producers' tools
     (push, the push endpoint) refuse one (:func:`check_priority`)."""
     value = data.get("priority")
-    return value if isinstance(value, str) and LANE_PATTERN.fullmatch(value) else None
+    return value if is_lane_name(value) else None
+
+
+def is_lane_name(value: Any) -> bool:
+    """Whether ``value`` is a priority lane's name (:data:`LANE_PATTERN`)."""
+    return isinstance(value, str) and LANE_PATTERN.fullmatch(value) is not None
 
 
 def check_priority(value: Any) -> None:
     """Refuse a ``priority`` that is neither null nor a lane's name (a producer's mistake)."""
-    if value is not None and not (isinstance(value, str) and LANE_PATTERN.fullmatch(value)):
+    if value is not None and not is_lane_name(value):
         raise SpecError(f"field 'priority' must be null or a priority lane's name matching {LANE_PATTERN.pattern}")
 
 

@@ -8,6 +8,8 @@ age is SQS's CloudWatch metric, which ``jobkit local up`` publishes too.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -136,3 +138,18 @@ def queue_summaries(
             )
         )
     return QueuesReport(summaries, ages.error)
+
+
+def lanes_together(lanes: Sequence[QueueSummary]) -> QueueSummary:
+    """A queue's counts over its lanes (the oldest message of any), in its own lane's row."""
+    if len(lanes) == 1:
+        return lanes[0]
+    ages = [lane.oldest_age_s for lane in lanes if lane.oldest_age_s is not None]
+    return dataclasses.replace(
+        lanes[0],
+        queued=sum(lane.queued for lane in lanes),
+        in_flight=sum(lane.in_flight for lane in lanes),
+        delayed=sum(lane.delayed for lane in lanes),
+        dead_lettered=sum(lane.dead_lettered for lane in lanes),
+        oldest_age_s=max(ages) if ages else None,
+    )

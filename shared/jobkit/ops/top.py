@@ -40,7 +40,7 @@ from jobkit.core.metrics import DIMENSION, PRIORITY_DIMENSION
 from jobkit.core.outcome import Outcome
 from jobkit.declaration.config import Declaration
 from jobkit.ops.cloudwatch import MetricQuery, fetch_metrics
-from jobkit.ops.queues import QueueSummary, queue_summaries
+from jobkit.ops.queues import QueueSummary, lanes_together, queue_summaries
 from jobkit.sqs import QueueDirectory
 
 if TYPE_CHECKING:
@@ -182,21 +182,21 @@ def top_snapshot(
         out = [counts.total((name, metric)) for metric in FINAL_OUTCOME_METRICS]
         known = [value for value in out if value is not None]
         sent = [value for lane in lanes if (value := counts.total(("in", lane.sqs_name))) is not None]
-        ages = [lane.oldest_age_s for lane in lanes if lane.oldest_age_s is not None]
+        total = lanes_together(lanes)
         lines.append(
             TypeLine(
                 job_type=name,
                 queue=job_type.queue,
                 shared_queue=len(lanes[0].types) > 1,
-                backlog=sum(lane.backlog for lane in lanes),
-                dead_lettered=sum(lane.dead_lettered for lane in lanes),
-                oldest_age_s=max(ages) if ages else None,
+                backlog=total.backlog,
+                dead_lettered=total.dead_lettered,
+                oldest_age_s=total.oldest_age_s,
                 in_per_min=_per(sum(sent) if sent else None, minutes),
                 out_per_min=_per(sum(known) if known else None, minutes),
                 failed_per_min=_per(counts.total((name, "Failed")), minutes),
                 pickup_p50_ms=delays.latest((name, "p50")),
                 pickup_p95_ms=delays.latest((name, "p95")),
-                ready=sum(lane.queued for lane in lanes),
+                ready=total.queued,
                 lanes=tuple(
                     LaneLine(
                         lane.priority,

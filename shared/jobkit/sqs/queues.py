@@ -89,6 +89,10 @@ class QueueDirectory:
         """The lane an SQS queue name is (a queue's default lane, or a priority lane of it)."""
         return self._lanes.get(sqs_name)
 
+    def lane_names(self, queue: str) -> dict[str, Lane]:
+        """A declared queue's lanes by SQS name, its own among them."""
+        return {name: lane for name, lane in self._lanes.items() if lane.queue == queue}
+
 
 class SqsQueues:
     """The queue operations a runner needs beyond what the event source
@@ -102,16 +106,20 @@ class SqsQueues:
         self._client = sqs_client
         self._directory = directory
         self._queue = queue
+        self._own = directory.sqs_name(queue)
+        self._lanes = directory.lane_names(queue)  # (a queue without priority lanes: its own alone)
 
     def sqs_name(self, record: Mapping[str, Any]) -> str:
         """The SQS name of the lane the record came from."""
+        if len(self._lanes) < 2:
+            return self._own
         arn = record.get("eventSourceARN")
         name = arn.rsplit(":", 1)[-1] if isinstance(arn, str) else ""
-        return name if self._directory.declared_queue(name) == self._queue else self._directory.sqs_name(self._queue)
+        return name if name in self._lanes else self._own
 
     def priority(self, record: Mapping[str, Any]) -> str | None:
         """The priority lane the record came from (None: its queue's default lane)."""
-        lane = self._directory.lane(self.sqs_name(record))
+        lane = self._lanes.get(self.sqs_name(record))
         return None if lane is None else lane.priority
 
     def _url(self, record: Mapping[str, Any]) -> str:

@@ -20,7 +20,7 @@ from jobkit.core.resources import ARCHITECTURE, PREFIX_PARAMETER, RUNTIME
 from jobkit.declaration.config import Declaration, declaration_to_dict
 from jobkit.records.keys import root_records_pattern
 from jobkit.template.checkov import checkov_skips
-from jobkit.template.iam import batch_statements, control_statements, table_statement
+from jobkit.template.iam import batch_statements, control_statements, lane_arns, table_statement
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
 from jobkit.template.policy_size import MAX_ROLE_POLICY_CHARS, check_policy
 from jobkit.template.resources import check_environment_size
@@ -39,7 +39,6 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
     subset = declaration_to_dict(own, only_types=set(own.types), defaults=False)
     subset["jobkit"].pop("prefix")
     declaration_json = json.dumps(subset, separators=(",", ":"), sort_keys=True)
-    lanes = [lane.key for queue in own.queues.values() for lane in queue.lanes]
     urls = {NAMES.queue(name): f"${{{QueueIds(name).queue}}}" for name in own.queues}  # lanes: spelled from these
     urls_json = json.dumps(urls, separators=(",", ":"), sort_keys=True)
     variables: dict[str, Any] = {
@@ -53,7 +52,7 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
             "Sid": "SendToTakenTypesQueues",
             "Effect": "Allow",
             "Action": ["sqs:SendMessage"],
-            "Resource": [{"Fn::GetAtt": [QueueIds(key).queue, "Arn"]} for key in lanes],
+            "Resource": [arn for queue in own.queues.values() for arn in lane_arns(queue)],
         },
         table_statement("RecordRootJobs", ["dynamodb:UpdateItem"], map(root_records_pattern, own.types)),
         # its cancellable types' cancellations; what cancel and status read of its types

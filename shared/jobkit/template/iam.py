@@ -93,12 +93,6 @@ def sendable_queues(declaration: Declaration, queue: QueueConfig) -> list[str]:
     return sorted({declaration.types[t].queue for t in pushed_types(declaration, queue)} | {queue.name})
 
 
-def sendable_lanes(declaration: Declaration, queue: QueueConfig) -> list[str]:
-    """The lanes (:attr:`~jobkit.declaration.lanes.Lane.key`) of the queues the runner of ``queue`` sends to:
-    every one, since a job's lane is the lane of the job that pushed it, when its queue has that lane."""
-    return [lane.key for name in sendable_queues(declaration, queue) for lane in declaration.queues[name].lanes]
-
-
 def lane_arns(queue: QueueConfig, *, dlq: bool = False) -> list[dict[str, Any]]:
     """The ARNs of a queue's lanes (its own queue first), or of their DLQs."""
     ids = [QueueIds(lane.key) for lane in queue.lanes]
@@ -248,7 +242,8 @@ def producer_statement(declaration: Declaration) -> list[dict[str, Any]]:
 
 def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any]:
     """The runner function's policy (an entry of its SAM ``Policies``)."""
-    queue_arns = [{"Fn::GetAtt": [QueueIds(key).queue, "Arn"]} for key in sendable_lanes(declaration, queue)]
+    # every lane of the queues it sends to: a job pushed from a job may take its lane
+    queue_arns = [arn for name in sendable_queues(declaration, queue) for arn in lane_arns(declaration.queues[name])]
     # Of its own types, the kinds of record it uses; of the other types its jobs
     # push, only the root records (pushing a root job records its root timestamp).
     # (and of `jobkit verify`'s canary, which every runner serves: its status and claims)

@@ -9,10 +9,10 @@ so the row that stands out is the one ``jobkit top`` highlights.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from jobkit.ops import QueuesReport, QueueSummary, TopSnapshot, TypeLine
+from jobkit.ops.queues import lanes_together
 from jobkit.ui.history import History
 
 
@@ -57,7 +57,7 @@ def overview(queues: QueuesReport, snapshot: TopSnapshot, history: History) -> O
     rows = [
         OverviewRow(
             job_type=line.job_type,
-            queue=_summed(by_queue[line.queue]),
+            queue=lanes_together(by_queue[line.queue]),
             line=line,
             ins=history.ins.get(line.job_type, []),
             outs=history.outs.get(line.job_type, []),
@@ -73,18 +73,3 @@ def overview(queues: QueuesReport, snapshot: TopSnapshot, history: History) -> O
     if history.error:
         notes.append(f"sparklines unavailable: {history.error}")
     return Overview(snapshot.at, snapshot.window_s, rows, notes)
-
-
-def _summed(lanes: list[QueueSummary]) -> QueueSummary:
-    """A queue's counts over its lanes (the oldest message of any), as ``jobkit top`` sums them."""
-    if len(lanes) == 1:
-        return lanes[0]
-    ages = [lane.oldest_age_s for lane in lanes if lane.oldest_age_s is not None]
-    return dataclasses.replace(
-        lanes[0],
-        queued=sum(lane.queued for lane in lanes),
-        in_flight=sum(lane.in_flight for lane in lanes),
-        delayed=sum(lane.delayed for lane in lanes),
-        dead_lettered=sum(lane.dead_lettered for lane in lanes),
-        oldest_age_s=max(ages) if ages else None,
-    )
