@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from jobkit.core.correlation import install as install_correlation
 from jobkit.core.errors import ConfigError
 from jobkit.runner import Runner
+from jobkit.runner.direct_line import DirectLine
 from jobkit.runner.log_level import install as install_log_levels
 from jobkit.wiring import Wiring
 
@@ -49,4 +50,7 @@ def runner_from_environment(environ: Mapping[str, str]) -> Runner:
     install_log_levels(levels, handlers)
     # Every line logged while a job runs carries its correlation_id (its job code's too).
     install_correlation(handlers)
-    return wiring.runner(queue, metrics=EmfMetrics(declaration.namespace))
+    runner = wiring.runner(queue, metrics=EmfMetrics(declaration.namespace))
+    # each job's INFO line, byte for byte as the handler writes it, without logging's machinery
+    runner.direct_line = DirectLine.calibrated(logging.getLogger("jobkit.runner.loop"))
+    return runner

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from jobkit import JobSpecification
 from jobkit.core.clock import VirtualClock
-from jobkit.core.metrics import EmfMetrics
+from jobkit.core.metrics import EmfMetrics, powertools_document
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.declaration.config import Declaration
 from jobkit.local import LocalStack
@@ -61,6 +62,45 @@ def test_more_than_100_values_split_into_several_documents() -> None:
     assert [len(d["PickupDelay"]) for d in documents] == [99, 99, 52]
     assert sum(sum(d.get("Succeeded", [])) for d in documents) == 250
     assert parse(out.getvalue())["noop"]["PickupDelay"] == [float(n) for n in range(250)]
+
+
+def test_documents_are_what_powertools_writes_batch_after_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner builds a set of metric names' definitions with Powertools once
+    and reuses them: every later document is still the one Powertools would
+    write for the same values (its service dimension included), but the time."""
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "jobs")
+    out = io.StringIO()
+    metrics = EmfMetrics("jobkit-test", out)
+    batches = [
+        [RecordResult("1", "noop", Outcome.SUCCEEDED, pickup_delay_ms=5.0, run_time_ms=1.0)],
+        [
+            RecordResult("2", "noop", Outcome.SUCCEEDED, pickup_delay_ms=7.0, run_time_ms=2.0, priority="high"),
+            RecordResult("3", "noop", Outcome.RETRIED, run_time_ms=3.0),
+            RecordResult("4", "other", Outcome.DUPLICATE),
+        ],
+        [RecordResult("5", "noop", Outcome.SUCCEEDED, pickup_delay_ms=9.0, run_time_ms=4.0)],
+    ]
+    for batch in batches:
+        for result in batch:
+            metrics.record(result)
+        metrics.flush()
+    documents = [json.loads(line) for line in out.getvalue().splitlines()]
+    expected = [
+        powertools_document("jobkit-test", "noop", {"Succeeded": 1}, {"PickupDelay": [5.0], "RunTime": [1.0]}),
+        powertools_document(
+            "jobkit-test",
+            "noop",
+            {"Succeeded": 1, "Retried": 1, "Failed": 1},
+            {"PickupDelay": [7.0], "RunTime": [2.0, 3.0]},
+        ),
+        powertools_document("jobkit-test", "other", {"Duplicate": 1}, {}),
+        powertools_document("jobkit-test", "noop", {}, {"PickupDelay": [7.0]}, {"Priority": "high"}),
+        powertools_document("jobkit-test", "noop", {"Succeeded": 1}, {"PickupDelay": [9.0], "RunTime": [4.0]}),
+    ]
+    for document in [*documents, *expected]:
+        assert abs(document["_aws"].pop("Timestamp") / 1000 - time.time()) < 60
+    assert documents == expected
+    assert [d["_aws"]["CloudWatchMetrics"][0]["Dimensions"] for d in documents[:1]] == [[["JobType", "service"]]]
 
 
 class BrokenMetrics:

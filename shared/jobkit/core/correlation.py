@@ -16,13 +16,12 @@ and the X-Ray trace header that Lambda puts in ``_X_AMZN_TRACE_ID``.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import logging
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 
 #: A correlation ID as jobkit carries it: printable, no spaces, at most 64 characters.
@@ -82,15 +81,27 @@ def correlation_from_job_id(job_id: object) -> str | None:
     return f"{job_id[: _MAX_LENGTH - _DIGEST_CHARS - 1]}.{digest}"
 
 
-@contextlib.contextmanager
-def correlation_scope(correlation_id: str | None) -> Iterator[str | None]:
-    """Work done inside the block (pushes, log lines) belongs to ``correlation_id``."""
-    token = _current.set(valid_correlation_id(correlation_id))
-    try:
-        yield _current.get()
-    finally:
-        with contextlib.suppress(ValueError):  # ended in another context than it began
-            _current.reset(token)
+class correlation_scope:
+    """Work done inside the block (pushes, log lines) belongs to ``correlation_id``.
+    ``with correlation_scope(x) as current:`` gives the ID in force (None for an invalid one).
+
+    A class, not a generator: every job's run enters one."""
+
+    __slots__ = ("_id", "_token")
+
+    def __init__(self, correlation_id: str | None) -> None:
+        self._id = valid_correlation_id(correlation_id)
+
+    def __enter__(self) -> str | None:
+        self._token = _current.set(self._id)
+        return self._id
+
+    def __exit__(self, *exc: object) -> None:
+        # ended in another context than it began: nothing to undo here (no suppress(): it costs as much again)
+        try:  # noqa: SIM105
+            _current.reset(self._token)
+        except ValueError:
+            pass
 
 
 def from_headers(headers: Mapping[str, object]) -> str:

@@ -28,14 +28,17 @@ A job of a priority lane (:mod:`jobkit.declaration.lanes`) adds its
 ``Priority`` too: how long each lane waits. Jobs of a queue's own lane add
 nothing, so a type without lanes writes what it wrote before.
 
-Powertools' ``EphemeralMetrics`` builds each EMF document: it keeps no state
-between instances, so metrics never leak from one batch (or test) to the next.
+Powertools' ``EphemeralMetrics`` builds the first EMF document of each set of
+metric names (it keeps no state between instances, so metrics never leak from
+one batch or test to the next); later batches reuse its definitions and
+dimensions with their own values and time.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -51,6 +54,9 @@ PRIORITY_DIMENSION = "Priority"
 # document on its own once a metric reaches 100; stay below so that every
 # document goes to our stream.
 MAX_VALUES_PER_DOCUMENT = 99
+
+#: How many sets of metric names a container keeps the definitions of (a handful in practice).
+_MAX_SKELETONS = 256
 
 _TIMINGS = {"PickupDelay": "pickup_delay_ms", "RootJobAge": "root_job_age_ms", "RunTime": "run_time_ms"}
 
@@ -69,6 +75,7 @@ class EmfMetrics:
         self._counts: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self._timings: defaultdict[str, defaultdict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         self._lane_delays: defaultdict[tuple[str, str], list[float]] = defaultdict(list)
+        self._skeletons: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
 
     def record(self, result: RecordResult) -> None:
         counts = self._counts[result.job_type]
@@ -108,23 +115,66 @@ class EmfMetrics:
         timings: Mapping[str, list[float]],
         dimensions: Mapping[str, str] | None = None,
     ) -> list[Any]:
+        """The EMF documents of one job type (and lane): Powertools' own, its
+        definitions made once per set of metric names and kept, since only the
+        values and the time change from one batch to the next."""
         chunks = max([1] + [-(-len(values) // MAX_VALUES_PER_DOCUMENT) for values in timings.values()])
         documents = []
         for chunk in range(chunks):
-            metrics = EphemeralMetrics(namespace=self._namespace)
-            metrics.add_dimension(DIMENSION, job_type)
-            for name, value in (dimensions or {}).items():
-                metrics.add_dimension(name, value)
-            if chunk == 0:
-                for name, count in counts.items():
-                    metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
             start = chunk * MAX_VALUES_PER_DOCUMENT
-            # the timings' values as they are (numbers, rounded when recorded): one
-            # definition per metric, not one validated add per value
-            chunked = {
-                name: {"Unit": MetricUnit.Milliseconds.value, "StorageResolution": 60, "Value": part}
-                for name, values in timings.items()
-                if (part := values[start : start + MAX_VALUES_PER_DOCUMENT])
-            }
-            documents.append(metrics.serialize_metric_set(metrics={**metrics.metric_set, **chunked}))
+            values: dict[str, list[float]] = (
+                {name: [float(count)] for name, count in counts.items()} if chunk == 0 else {}
+            )
+            values.update(
+                (name, part)
+                for name, series in timings.items()
+                if (part := series[start : start + MAX_VALUES_PER_DOCUMENT])
+            )
+            key = (job_type, tuple((dimensions or {}).items()), tuple(values))
+            skeleton = self._skeletons.get(key)
+            if skeleton is None:
+                skeleton = self._skeleton(job_type, dict(counts) if chunk == 0 else {}, values, dimensions)
+                if len(self._skeletons) >= _MAX_SKELETONS:
+                    self._skeletons.clear()
+                self._skeletons[key] = skeleton
+            definitions, dimension_values = skeleton
+            aws = {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": definitions}
+            documents.append({"_aws": aws, **dimension_values, **values})
         return documents
+
+    def _skeleton(
+        self,
+        job_type: str,
+        counts: Mapping[str, int],
+        values: Mapping[str, list[float]],
+        dimensions: Mapping[str, str] | None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """What Powertools writes for these metrics, but their values and time:
+        the definitions (``CloudWatchMetrics``) and the dimensions' values."""
+        document = powertools_document(self._namespace, job_type, counts, values, dimensions)
+        dimension_values = {k: v for k, v in document.items() if k != "_aws" and k not in values}
+        return document["_aws"]["CloudWatchMetrics"], dimension_values
+
+
+def powertools_document(
+    namespace: str,
+    job_type: str,
+    counts: Mapping[str, int],
+    values: Mapping[str, list[float]],
+    dimensions: Mapping[str, str] | None = None,
+) -> Any:
+    """One EMF document as Powertools' ``EphemeralMetrics`` builds it (its
+    ``service`` dimension, its checks): counts added as metrics, the timings'
+    values as they are (rounded when recorded), one definition per metric."""
+    metrics = EphemeralMetrics(namespace=namespace)
+    metrics.add_dimension(DIMENSION, job_type)
+    for name, value in (dimensions or {}).items():
+        metrics.add_dimension(name, value)
+    for name, count in counts.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
+    timed = {
+        name: {"Unit": MetricUnit.Milliseconds.value, "StorageResolution": 60, "Value": list(series)}
+        for name, series in values.items()
+        if name not in counts
+    }
+    return metrics.serialize_metric_set(metrics={**metrics.metric_set, **timed})

@@ -358,20 +358,21 @@ class JobSpecification:
         (:meth:`to_message`) sends it on.
         """
         validate(data)
-        return cls(
-            data["type"],
-            data["params"],
-            domain=data.get("domain"),
-            remove_duplicates=data.get("removeDuplicates", False),
-            remove_duplicates_ignore_params=data.get("removeDuplicatesIgnoreParams", ()),
-            release_at=data.get("releaseAt"),
-            id=data["id"],
-            enqueued_at=float(data["enqueuedAt"]) if is_number(data["enqueuedAt"]) else utc_time(data["enqueuedAt"]),
-            extra_fields={name: value for name, value in data.items() if name not in KNOWN_FIELDS},
-            batch=batch_id(data["batch"]) if "batch" in data else None,
-            chain=chain_link(data["chain"]) if "chain" in data else None,
-            priority=priority_of(data),
-        )
+        # validate() checked all the constructor would: set the fields as it would, without checking twice
+        spec = cls.__new__(cls)
+        spec.type, spec.params, spec.domain = data["type"], dict(data["params"]), data.get("domain")
+        spec.remove_duplicates = data.get("removeDuplicates", False)
+        spec.remove_duplicates_ignore_params = tuple(data.get("removeDuplicatesIgnoreParams", ()))
+        release_at = data.get("releaseAt")
+        spec.release_at = float(release_at) if release_at is not None else None
+        spec.delay, spec._id_generated, spec.id = None, False, data["id"]
+        enqueued_at = data["enqueuedAt"]
+        spec.enqueued_at = float(enqueued_at) if is_number(enqueued_at) else utc_time(enqueued_at)
+        spec.batch = batch_id(data["batch"]) if "batch" in data else None
+        spec.chain = chain_link(data["chain"]) if "chain" in data else None
+        spec.priority = priority_of(data)
+        spec.extra_fields = {name: value for name, value in data.items() if name not in KNOWN_FIELDS}
+        return spec
 
     # -- value semantics -------------------------------------------------
 

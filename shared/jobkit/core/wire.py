@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobkit.core.errors import SpecError
@@ -111,12 +111,9 @@ def decode(body: str | bytes) -> Any:
             deeply to parse, a key twice in one object, or a lone surrogate.
     """
     try:
-        data = json.loads(
-            body,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=_object_without_duplicates,
-        )
+        if isinstance(body, bytes | bytearray):  # as json.loads reads bytes
+            body = body.decode(json.detect_encoding(body), "surrogatepass")
+        data = _DECODER.decode(body)
     except RecursionError as exc:  # e.g. 10,000 nested arrays: json's C parser recurses
         raise SpecError("message body nests too deeply to parse") from exc
     except _DuplicateKey as exc:
@@ -126,10 +123,18 @@ def decode(body: str | bytes) -> Any:
         ) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise SpecError(f"message body is not valid JSON: {str(exc)[:200]}") from exc
-    text = body if isinstance(body, str) else body.decode("utf-8", "ignore")
-    if MAYBE_SURROGATE.search(text):
+    # (an ASCII body without an escape holds no surrogate: two C-speed tests spare most bodies the search)
+    if (not body.isascii() or "\\u" in body) and MAYBE_SURROGATE.search(body):
         _check_unicode(data)
     return data
+
+
+def _decoder() -> json.JSONDecoder:
+    """One decoder for every body: ``json.loads`` with these hooks would build
+    a decoder and its scanner per message, which costs more than the parse."""
+    return json.JSONDecoder(
+        parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_object_without_duplicates
+    )
 
 
 def _reject_constant(name: str) -> Any:
@@ -159,6 +164,9 @@ def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
                 raise _DuplicateKey(key)
             seen.add(key)
     return data
+
+
+_DECODER = _decoder()
 
 
 def _check_unicode(data: Any) -> None:
@@ -211,6 +219,44 @@ def utc_time(value: Any) -> float | None:
     return at if at >= 0 else None  # before 1970: refused as a number would be
 
 
+def _enqueued_at(value: Any) -> bool:
+    return (is_number(value) and value >= 0) or utc_time(value) is not None
+
+
+def _ignored_params(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(p, str) for p in value)
+
+
+def _prior_attempts(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= _MAX_SAFE_INTEGER
+
+
+#: Each field's check, in the order a body is checked, and what it must be.
+_FIELD_CHECKS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
+    ("id", lambda d: isinstance(d["id"], str) and ID_PATTERN.fullmatch(d["id"]) is not None, ID_PATTERN.pattern),
+    ("type", lambda d: isinstance(d["type"], str) and TYPE_PATTERN.fullmatch(d["type"]) is not None, "a job type name"),
+    ("params", lambda d: isinstance(d["params"], dict), "an object"),
+    (
+        "enqueuedAt",
+        lambda d: _enqueued_at(d["enqueuedAt"]),
+        "epoch seconds, or an RFC 3339 UTC time like 2026-11-22T03:00:00Z",
+    ),
+    (
+        "domain",
+        lambda d: d.get("domain") is None or (isinstance(d["domain"], str) and valid_domain(d["domain"])),
+        f"null or a non-empty string of at most {MAX_DOMAIN_BYTES} bytes in UTF-8",
+    ),
+    ("releaseAt", lambda d: d.get("releaseAt") is None or is_number(d["releaseAt"]), "null or epoch seconds"),
+    ("removeDuplicates", lambda d: isinstance(d.get("removeDuplicates", False), bool), "a boolean"),
+    (
+        "removeDuplicatesIgnoreParams",
+        lambda d: _ignored_params(d.get("removeDuplicatesIgnoreParams", [])),
+        "a list of strings",
+    ),
+    ("priorAttempts", lambda d: _prior_attempts(d.get("priorAttempts", 0)), "a non-negative integer"),
+)
+
+
 def validate(data: Any) -> None:
     """Check a decoded body against the v1 schema (docs/job-spec.schema.json)."""
     if not isinstance(data, dict):
@@ -237,38 +283,8 @@ def validate(data: Any) -> None:
     misnamed = sorted(name for name in set(data) - _FIELDS if not FIELD_NAME_PATTERN.fullmatch(name))
     if misnamed:
         raise SpecError(f"message has field name(s) that are not identifiers: {short(', '.join(misnamed))}")
-    checks: list[tuple[str, bool, str]] = [
-        ("id", isinstance(data["id"], str) and bool(ID_PATTERN.fullmatch(data["id"])), ID_PATTERN.pattern),
-        ("type", isinstance(data["type"], str) and bool(TYPE_PATTERN.fullmatch(data["type"])), "a job type name"),
-        ("params", isinstance(data["params"], dict), "an object"),
-        (
-            "enqueuedAt",
-            (is_number(data["enqueuedAt"]) and data["enqueuedAt"] >= 0) or utc_time(data["enqueuedAt"]) is not None,
-            "epoch seconds, or an RFC 3339 UTC time like 2026-11-22T03:00:00Z",
-        ),
-        (
-            "domain",
-            data.get("domain") is None or (isinstance(data["domain"], str) and valid_domain(data["domain"])),
-            f"null or a non-empty string of at most {MAX_DOMAIN_BYTES} bytes in UTF-8",
-        ),
-        ("releaseAt", data.get("releaseAt") is None or is_number(data["releaseAt"]), "null or epoch seconds"),
-        ("removeDuplicates", isinstance(data.get("removeDuplicates", False), bool), "a boolean"),
-        (
-            "removeDuplicatesIgnoreParams",
-            isinstance(data.get("removeDuplicatesIgnoreParams", []), list)
-            and all(isinstance(p, str) for p in data.get("removeDuplicatesIgnoreParams", [])),
-            "a list of strings",
-        ),
-        (
-            "priorAttempts",
-            isinstance(data.get("priorAttempts", 0), int)
-            and not isinstance(data.get("priorAttempts", 0), bool)
-            and 0 <= int(data.get("priorAttempts", 0)) <= _MAX_SAFE_INTEGER,
-            "a non-negative integer",
-        ),
-    ]
-    for field, ok, expected in checks:
-        if not ok:
+    for field, ok, expected in _FIELD_CHECKS:
+        if not ok(data):
             value = data.get(field)
             # Params are only ever logged at DEBUG: name the type of a bad one, never its content.
             got = type(value).__name__ if field == "params" else short(value)

@@ -15,9 +15,8 @@ The runner's Lambda wiring puts the filter on the handlers its lines go to.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 
 #: The running job's type's level, and its type and ID: one variable, set once per job.
@@ -26,15 +25,21 @@ _running: ContextVar[tuple[int, tuple[str, str] | None]] = ContextVar(
 )
 
 
-@contextlib.contextmanager
-def running(level: str, job: tuple[str, str] | None = None) -> Iterator[None]:
+class running:
     """While a job of a type with this ``log_level`` runs in this thread or
-    task; ``job`` is its type and ID, for :func:`running_job`."""
-    token = _running.set((threshold(level), job))
-    try:
-        yield
-    finally:
-        _running.reset(token)
+    task; ``job`` is its type and ID, for :func:`running_job`. (A class, not a
+    generator: every job's run enters one.)"""
+
+    __slots__ = ("_token", "_value")
+
+    def __init__(self, level: str, job: tuple[str, str] | None = None) -> None:
+        self._value = (threshold(level), job)
+
+    def __enter__(self) -> None:
+        self._token = _running.set(self._value)
+
+    def __exit__(self, *exc: object) -> None:
+        _running.reset(self._token)
 
 
 def running_level() -> int:

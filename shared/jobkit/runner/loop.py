@@ -55,6 +55,7 @@ from jobkit.sqs.first_seen import enqueued_at, first_seen_at, pushed_at
 if TYPE_CHECKING:
     from jobkit.jobs.job import QueueGroup
     from jobkit.records.store import Records
+    from jobkit.runner.direct_line import DirectLine
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ class Runner:
         limits = {t.name: t.batch_concurrency for t in job_types}
         self._side_by_side = SideBySide(limits, limited={t.name for t in job_types if t.concurrency is not None})
         self._hooks = Hooks(self.stages)
+        #: where a job's success line goes without the logging machinery (the Lambda wiring sets it)
+        self.direct_line: DirectLine | None = None
 
     @property
     def _rng(self) -> random.Random:
@@ -142,10 +145,10 @@ class Runner:
     def process(self, event: Mapping[str, Any], context: LambdaContext | None = None) -> list[RecordResult]:
         """Handle every record of an SQS event and return what happened to each."""
         records = event.get("Records") if isinstance(event, Mapping) else None
-        self._hooks = Hooks(self.stages)  # each batch: a test or an app may have changed the stages
+        if self._hooks.stages != self.stages:  # a test or an app may have changed the stages
+            self._hooks = Hooks(self.stages)
         self._ran_in_batch = self._handing_back = False
-        for hook in self._hooks.begin_batch:
-            self._call(hook)
+        self._call_each(self._hooks.begin_batch)
         entries = [self._take_safely(record, context) for record in (records if isinstance(records, list) else [])]
         order = roots_first(entries)
         self._admit([entries[i] for i in order])
@@ -153,8 +156,7 @@ class Runner:
         # (KeyboardInterrupt, a crash) ends the invocation unreported, as death would
         finished = self._side_by_side.finish(entries, order, self._finish_safely, fits=self._fits)
         results = [finished[i] for i in range(len(entries))]  # in the batch's own order
-        for hook in self._hooks.end_batch:
-            self._call(hook)
+        self._call_each(self._hooks.end_batch)
         return [_as_learned(entry, result) for entry, result in zip(entries, results, strict=True)]
 
     # -- one record ------------------------------------------------------------------
@@ -162,7 +164,7 @@ class Runner:
     def _take_safely(self, record: Any, context: LambdaContext | None) -> Entry:
         entry = Entry(record)
         try:
-            if not isinstance(record, Mapping):
+            if type(record) is not dict and not isinstance(record, Mapping):
                 raise TypeError(f"an SQS event record is an object, got {type(record).__name__}")
             taken = self._take(record, context)
             if isinstance(taken, RecordResult):
@@ -222,8 +224,7 @@ class Runner:
             except Exception as exc:
                 result = self._internal_error(entry.record, exc)
         assert result is not None, "every record was taken, admitted or run"
-        for hook in self._hooks.settle:
-            self._call(hook, delivery, result)
+        self._call_each(self._hooks.settle, delivery, result)
         return result
 
     def _fits(self, entry: Entry) -> bool:
@@ -275,9 +276,8 @@ class Runner:
             check_size(record)
             spec = JobSpecification.from_message(record["body"])
             spec.check_times(self._clock.now())
-            lane = self._queues.priority(record)  # once queued, its lane is the queue it is in
-            if spec.priority != lane:
-                spec = spec.replace(priority=lane)
+            # once queued, its lane is the queue it is in (the spec is this record's own: set, not copied)
+            spec.priority = self._queues.priority(record)
             job_type = self._served_type(spec.type)
         except SpecError as exc:
             return self._failures.poison(record, exc)
@@ -299,8 +299,7 @@ class Runner:
         # when it was pushed: SQS's time for its first message, whatever copy this is
         seen, stamped = first_seen_at(record), spec.enqueued_at
         ordered_at, taken_at = pushed_at(stamped, seen), enqueued_at(stamped, seen)
-        if taken_at != stamped:
-            spec = spec.replace(enqueued_at=taken_at)
+        spec.enqueued_at = taken_at
         before, recounted = self._attempts.before(record, spec.type)
         return Delivery(
             record,
@@ -338,8 +337,7 @@ class Runner:
         assert job is not None, "a stage builds the job before it runs"
         run, keys = Run(started_at=self._clock.now()), delivery.keys
         try:
-            for hook in self._hooks.start:
-                self._call(hook, delivery, run)
+            self._call_each(self._hooks.start, delivery, run)
             # No line when a job starts: if the invocation times out, the deadline
             # watchdog names the job it was running (one INFO line per job, not two).
             if log.isEnabledFor(logging.DEBUG):
@@ -362,8 +360,7 @@ class Runner:
         cancelled = stopped_by_cancel(delivery, run)
         if cancelled is not None:  # the job saw its cancellation and stopped: no success to record
             run.succeeded, run.error = False, None
-        for hook in self._hooks.finish:
-            self._call(hook, delivery, run)
+        self._call_each(self._hooks.finish, delivery, run)
         fields = {
             "started_at": run.started_at,
             "pickup_delay_ms": max(0.0, run.started_at - (spec.ready_at or run.started_at)) * 1000,
@@ -379,17 +376,21 @@ class Runner:
             log.info("%s %s cancelled while it ran", spec.type, spec.id, extra={**keys, "reason": cancelled})
             return delivery.result(Outcome.CANCELLED, reason=cancelled, **fields)
         if run.succeeded:
-            run_time_ms = round((finished_at - run.started_at) * 1000, 2)
-            log.info("%s %s succeeded", spec.type, spec.id, extra={**keys, "run_time_ms": run_time_ms})
+            extra = {**keys, "run_time_ms": round((finished_at - run.started_at) * 1000, 2)}
+            if self.direct_line is not None:  # (the same line, without logging's machinery while it can)
+                self.direct_line.info(f"{spec.type} {spec.id} succeeded", extra)
+            else:
+                log.info("%s %s succeeded", spec.type, spec.id, extra=extra)
             return delivery.result(Outcome.SUCCEEDED, **fields)
         error = run.error or JobFailed(f"{type(job).__name__}.run() returned False")
         return self._failures.fail(delivery, error, job, permanent=is_permanent(job, error), fields=fields)
 
     @staticmethod
-    def _call(hook: Callable[..., None], *args: Any) -> None:
-        """A stage hook other than admit: what it fails to do never fails the
-        batch, nor the job, nor the other stages' hooks."""
-        try:
-            hook(*args)
-        except Exception:
-            log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))
+    def _call_each(hooks: list[Callable[..., None]], *args: Any) -> None:
+        """Stage hooks other than admit, in turn: what one fails to do never
+        fails the batch, nor the job, nor the other stages' hooks."""
+        for hook in hooks:
+            try:
+                hook(*args)
+            except Exception:
+                log.exception("runner stage %s failed", getattr(hook, "__qualname__", hook))

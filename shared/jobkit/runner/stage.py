@@ -151,6 +151,7 @@ class Hooks:
     """The stages' hooks, in the order the runner calls them: the defined ones only."""
 
     def __init__(self, stages: list[Stage]) -> None:
+        self.stages = list(stages)  # which stages, in which order, these are the hooks of
         self.begin_batch = hooks(stages, "begin_batch")
         self.admitters = [s for s in stages if overrides(s, "admit") or overrides(s, "admit_batch")]
         self.start = hooks(stages, "start")
