@@ -1,14 +1,16 @@
 """Runner CPU per plain job with the work a deployed runner really does: its
 INFO line (Powertools' JSON logger) and its EMF metrics, flushed per batch;
 against a Powertools BatchProcessor doing the same work: dispatch, one Logger
-line and one metric per record, flushed per batch.
+line and one metric per record, flushed per batch; and, reported beside it, the
+same BatchProcessor checking each body as jobkit does, with a pydantic model
+(what Powertools' parser utility does).
 
 Each side runs in a fresh interpreter with stdout thrown away (where Lambda's
 log lines and EMF documents go), built as a Lambda container builds it
 (``jobkit.handler``, from the function's environment). A plain job that
 succeeds needs no AWS request, so no AWS is needed. The two alternate, a round
-each, after a warm-up round, and the ratio is the median of the rounds' own
-ratios (paired), since this machine's speed drifts.
+each in a rotating order, after a warm-up round, and a ratio is the median of
+the rounds' own ratios (paired), since this machine's speed drifts.
 
     python benchmarks/bench_runner_logged.py
 """
@@ -68,6 +70,28 @@ sys.stderr.write(str((time.process_time() - cpu) / jobs * 1e6))
 """
 
 
+# The same, with the body checked as jobkit checks it (the fields, their shapes and
+# patterns, no unknown field that is not an identifier) by a pydantic model, as
+# Powertools' parser utility would: an anchor that does the validation too.
+VALIDATING = POWERTOOLS.replace(
+    "logger, metrics =",
+    """from typing import Any, Literal
+from pydantic import BaseModel, ConfigDict, Field
+class Body(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    v: Literal[1, 2]
+    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,80}$")
+    type: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+    domain: str | None = Field(default=None, min_length=1, max_length=255)
+    params: dict[str, Any]
+    enqueuedAt: float = Field(ge=0)
+    releaseAt: float | None = None
+    removeDuplicates: bool = False
+    removeDuplicatesIgnoreParams: list[str] = []
+logger, metrics =""",
+).replace("job = json.loads(record.body)", "job = Body.model_validate_json(record.body).model_dump()")
+
+
 def _environment() -> dict[str, str]:
     # a plain type: a job that succeeds makes no AWS request (no claim, no SQS call)
     return runner_environment(
@@ -93,18 +117,23 @@ def run(jobs: int = 2_000, rounds: int = 5) -> dict[str, Any]:
     env = _environment()
     _cpu_us_per_job(JOBKIT, 100, env)  # a warm-up round: caches, bytecode
     _cpu_us_per_job(POWERTOOLS, 100, env)
-    jobkit, powertools = [], []
+    _cpu_us_per_job(VALIDATING, 100, env)
+    jobkit: list[float] = []
+    powertools: list[float] = []
+    validating: list[float] = []
     for round_ in range(rounds):
-        order = [(JOBKIT, jobkit), (POWERTOOLS, powertools)]
-        for code, figures in order if round_ % 2 == 0 else order[::-1]:
+        order = [(JOBKIT, jobkit), (POWERTOOLS, powertools), (VALIDATING, validating)]
+        shift = round_ % len(order)
+        for code, figures in order[shift:] + order[:shift]:
             figures.append(_cpu_us_per_job(code, jobs, env))
-    ratios = [a / b for a, b in zip(jobkit, powertools, strict=True)]
     return {
         "jobs": jobs,
         "rounds": rounds,
         "jobkit_cpu_us_per_job": round(statistics.median(jobkit), 1),
         "powertools_cpu_us_per_job": round(statistics.median(powertools), 1),
-        "ratio": round(statistics.median(ratios), 3),
+        "validating_powertools_cpu_us_per_job": round(statistics.median(validating), 1),
+        "ratio": round(statistics.median(a / b for a, b in zip(jobkit, powertools, strict=True)), 3),
+        "ratio_vs_validating": round(statistics.median(a / b for a, b in zip(jobkit, validating, strict=True)), 3),
     }
 
 

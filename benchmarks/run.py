@@ -216,6 +216,12 @@ def render(r: dict[str, Any]) -> str:
             f"a job, a Powertools BatchProcessor with one Logger line and one metric per record "
             f"{logged['powertools_cpu_us_per_job']:,.0f} µs: {logged['ratio']:.2f}x (paired).",
         ]
+        if "validating_powertools_cpu_us_per_job" in logged:
+            lines[-1] += (
+                f" The same BatchProcessor checking each body as jobkit does (a pydantic model, as Powertools' parser"
+                f" utility checks one): {logged['validating_powertools_cpu_us_per_job']:,.0f} µs, and jobkit"
+                f" {logged['ratio_vs_validating']:.2f}x of it."
+            )
     side = r.get("side_by_side")
     if side is not None:
         lines += [
