@@ -34,15 +34,14 @@ from jobkit.flow.fairness import message_group_id
 from jobkit.jobs import lazy_push
 from jobkit.jobs.children import ChildIds, derived_job_id
 from jobkit.jobs.lazy_push import ASGIApp
+from jobkit.payloads.offload import fitted
 from jobkit.sqs import (
     MAX_JOB_BYTES,
-    RUNNER_RESERVED_BYTES,
     TYPE_ATTRIBUTE,
     Outgoing,
     SendResult,
     SqsPushTransport,
     delay_seconds,
-    message_size,
     send_with_retries,
     string_attribute,
 )
@@ -52,6 +51,7 @@ from jobkit.status.control import JobControl, JobControlMethods
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
 
+    from jobkit.payloads.store import PayloadStore
     from jobkit.records.store import Records
 
 __all__ = ["JobQueueGroup", "PushTransport", "RootJobRecorder", "derived_job_id"]
@@ -90,6 +90,7 @@ class _Shared:
     clock: Clock
     sleep: Callable[[float], None]
     max_send_attempts: int
+    payloads: PayloadStore | None = None  # where params too large for a message go (jobkit.payloads)
     groups: dict[str | None, JobQueueGroup] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -116,6 +117,7 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         clock: the time source for enqueue timestamps and delays.
         max_send_attempts: tries per entry before it is reported as not enqueued.
         sleep: how to wait between tries (tests pass a no-op).
+        payloads: the payload bucket: params of a job too large for a message go there.
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         clock: Clock | None = None,
         max_send_attempts: int = 5,
         sleep: Callable[[float], None] = time.sleep,
+        payloads: PayloadStore | None = None,
         _shared: _Shared | None = None,
         _child_ids: ChildIds | None = None,
     ) -> None:
@@ -156,6 +159,7 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
                 clock=clock or SystemClock(),
                 sleep=sleep,
                 max_send_attempts=max(1, max_send_attempts),
+                payloads=payloads,
             )
         self._shared = _shared
         if _child_ids is None:
@@ -363,14 +367,8 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
         # The tenant of an SQS fair queue: the type's fairness key (the domain by default).
         group_id = message_group_id(job_type.fairness, spec)
-        body = spec.to_message()
-        size = message_size(body, attributes)
-        if size > MAX_JOB_BYTES:
-            raise SpecError(
-                f"{spec.type} {spec.id}: message is {size} bytes, over the {MAX_JOB_BYTES} a job may have"
-                f" (the SQS limit less {RUNNER_RESERVED_BYTES} bytes the runner needs to re-enqueue it);"
-                " pass a reference (an S3 key, a page ID) instead of the data"
-            )
+        # a job too large for a message: its params to the payload bucket, or refused
+        body, size = fitted(spec, attributes, self._shared.payloads, MAX_JOB_BYTES)
         # Where it came from, while it fits: a job within bytes of the limit goes without.
         if size + origin.size <= MAX_JOB_BYTES:
             attributes, size = {**attributes, **origin.attributes}, size + origin.size

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_sqs.client import SQSClient
 
+    from jobkit.payloads.store import PayloadStore
     from jobkit.push import JobQueueGroup
     from jobkit.records.journal import AttemptJournal
     from jobkit.records.store import Records
@@ -110,6 +111,8 @@ class AwsClients:
         options = dict(self._CONFIGS.get(service, self._DEFAULT_CONFIG))
         if self._own_endpoints:  # the local stack's clients go where it says, never to an $AWS_ENDPOINT_URL
             options["ignore_configured_endpoint_urls"] = True
+            if service == "s3":  # (its buckets are paths of its one host)
+                options["s3"] = {"addressing_style": "path"}
         return options
 
     def region_name(self) -> str:
@@ -179,11 +182,13 @@ class Wiring:
         clock: Clock | None = None,
         queue_urls: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        payload_bucket: str | None = None,
     ) -> None:
         self.declaration = declaration
         self.clients = clients or AwsClients()
         self.clock = clock or SystemClock()
         self.queue_urls = dict(queue_urls or {})
+        self.payload_bucket = payload_bucket
         self._sleep = sleep
         self._group: JobQueueGroup | None = None
         self._lock = threading.Lock()
@@ -191,8 +196,9 @@ class Wiring:
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Wiring:
         """What an app or a runner Lambda is configured with: the declaration
-        (``JOBKIT_DECLARATION`` or ``JOBKIT_CONFIG``, and ``JOBKIT_PREFIX``) and
-        the queue URLs the deployed stack passes (``JOBKIT_QUEUE_URLS``)."""
+        (``JOBKIT_DECLARATION`` or ``JOBKIT_CONFIG``, and ``JOBKIT_PREFIX``),
+        the queue URLs the deployed stack passes (``JOBKIT_QUEUE_URLS``) and
+        its payload bucket (``JOBKIT_PAYLOAD_BUCKET``, the stack's output)."""
         import json
 
         environ = os.environ if environ is None else environ
@@ -200,7 +206,8 @@ class Wiring:
             queue_urls = json.loads(environ.get("JOBKIT_QUEUE_URLS", "{}"))
         except ValueError as exc:
             raise ConfigError("$JOBKIT_QUEUE_URLS", "", f"not valid JSON: {exc}") from exc
-        return cls(declaration_from_environment(environ), queue_urls=queue_urls)
+        bucket = environ.get("JOBKIT_PAYLOAD_BUCKET") or None
+        return cls(declaration_from_environment(environ), queue_urls=queue_urls, payload_bucket=bucket)
 
     # -- the jobs table --------------------------------------------------------------
 
@@ -222,6 +229,15 @@ class Wiring:
         from jobkit.records.journal import AttemptJournal
 
         return AttemptJournal(self.records, clock=self.clock)
+
+    @cached_property
+    def payloads(self) -> PayloadStore | None:
+        """The payload bucket, where the params of jobs too large for a message go (None: no bucket)."""
+        if self.payload_bucket is None:
+            return None
+        from jobkit.payloads.store import PayloadStore
+
+        return PayloadStore(self.clients.lazy("s3"), self.payload_bucket)
 
     # -- queues ------------------------------------------------------------------------
 
@@ -252,6 +268,7 @@ class Wiring:
             records=store.records,
             clock=self.clock,
             sleep=self._sleep,
+            payloads=self.payloads,
         )
 
     # -- runners -------------------------------------------------------------------------
@@ -280,6 +297,7 @@ class Wiring:
             clock=self.clock,
             queue_urls=self.queue_urls,
             sleep=self._sleep,
+            payload_bucket=self.payload_bucket,
         )
         store = own.store()
         groups: list[JobQueueGroup] = []
@@ -301,6 +319,7 @@ class Wiring:
             clock=self.clock,
             registry=registry,
             rng=rng,
+            payloads=own.payloads,
         )
 
 

@@ -13,7 +13,7 @@ from asgi_client import serve_one_async as _serve_one_async
 from jobkit import JobQueueError, JobQueueGroup, JobSpecification, queue_group
 from jobkit.local import LocalStack
 from jobkit.sqs import Outgoing, SendFailure, SendResult
-from jobkit.wiring import reset_default_groups
+from jobkit.wiring import Wiring, reset_default_groups
 
 from conftest import RequestCounter
 from faults import FailBatchEntries, FailCalls
@@ -71,8 +71,10 @@ def test_big_messages_pack_by_bytes(stack: LocalStack, sqs_requests: RequestCoun
 def test_oversized_spec_is_named_and_the_rest_are_enqueued(stack: LocalStack) -> None:
     small = [JobSpecification("noop", {"n": n}) for n in range(3)]
     huge = JobSpecification("noop", {"blob": "x" * (1024 * 1024)})
+    # a producer not given the stack's payload bucket (with it, the params would go there)
+    producer = Wiring(stack.declaration, clients=stack.clients, clock=stack.clock, queue_urls=stack.queue_urls)
     with pytest.raises(JobQueueError) as raised:
-        stack.queue_group().push([small[0], huge, *small[1:]])
+        producer.group().push([small[0], huge, *small[1:]])
     assert raised.value.failed_ids == (huge.id,)
     assert "a job may have (the SQS limit less 256 bytes" in raised.value.failed[0].message
     assert huge.id in str(raised.value)
@@ -175,7 +177,7 @@ def test_deferred_block_flushes_at_its_end_even_on_error(stack: LocalStack, sqs_
 
 def test_flush_failure_is_raised_not_swallowed(stack: LocalStack, caplog: pytest.LogCaptureFixture) -> None:
     group = stack.queue_group()
-    spec = JobSpecification("noop", {"blob": "x" * (1024 * 1024)})
+    spec = JobSpecification("noSuchType", {"n": 1})
     group.lazy_push(spec)
     with pytest.raises(JobQueueError):
         group.flush()

@@ -94,7 +94,7 @@ def test_each_job_is_checked_as_the_runner_would_and_answered_in_order(stack: Lo
             {"type": "alwaysFails", "params": {}},  # declared, but not a type the endpoint takes
             {"type": "nope", "params": {}},
             "a string",
-            {"type": "noop", "params": {}, "v": 3},
+            {"type": "noop", "params": {}, "v": 4},
             {"type": "noop", "params": {}, "id": "twice"},
             {"type": "noop", "params": {}, "id": "twice"},
             {"type": "noop", "params": {}, "enqueuedAt": stack.clock.now() + 3600},
@@ -112,7 +112,7 @@ def test_each_job_is_checked_as_the_runner_would_and_answered_in_order(stack: Lo
     assert "the push endpoint does not take it (it takes leaf, noop, typed)" in answers[2]["error"]
     assert answers[3]["errorClass"] == "UnknownJobType"
     assert answers[4]["error"] == "a job is a JSON object, got str"
-    assert "wire version 3 is newer" in answers[5]["error"]
+    assert "wire version 4 is newer" in answers[5]["error"]
     assert answers[7]["error"] == "id 'twice' is also job 6 of this request"
     assert "ahead" in answers[8]["error"]
     assert (response.body["enqueued"], response.body["refused"], response.body["failed"]) == (2, 8, 0)

@@ -61,15 +61,15 @@ def test_a_field_this_runner_does_not_know_reaches_the_dlq_unchanged(stack: Loca
 
 
 def test_a_newer_major_version_is_poison_with_the_reason_and_never_runs(stack: LocalStack) -> None:
-    body = {**newer_body("noop", now=stack.clock.now()), "v": 3}
+    body = {**newer_body("noop", now=stack.clock.now()), "v": 4}
     send(stack, "noop", body)
     stack.drain()
     assert RUNS == []
     (dead,) = stack.dead_letters(stack.declaration.types["noop"].queue)
     attributes = dead["MessageAttributes"]
     assert attributes["jobkit.reason"]["StringValue"] == "poison"
-    assert "wire version 3 is newer than this runner reads (v2)" in attributes["jobkit.error"]["StringValue"]
-    assert json.loads(dead["Body"]) == body  # kept whole, for a redrive once the runners read v2
+    assert "wire version 4 is newer than this runner reads (v3)" in attributes["jobkit.error"]["StringValue"]
+    assert json.loads(dead["Body"]) == body  # kept whole, for a redrive once the runners read v4
 
 
 @pytest.mark.parametrize(

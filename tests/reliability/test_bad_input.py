@@ -20,15 +20,17 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from jobkit import JobSpecification
+from jobkit import JobQueueGroup, JobSpecification
 from jobkit.core.clock import VirtualClock
 from jobkit.core.errors import JobQueueError, SpecError
 from jobkit.core.outcome import Outcome
 from jobkit.declaration.config import Declaration
 from jobkit.local import LocalStack
 from jobkit.local.esm import sqs_event
+from jobkit.payloads.reference import MAX_PARAMS_BYTES, params_bytes
 from jobkit.records.keys import JobRef
 from jobkit.sqs import MAX_JOB_BYTES, MAX_MESSAGE_BYTES, message_size, string_attribute
+from jobkit.wiring import Wiring
 
 from conftest import START
 from faults import EnforceSqsSizeLimit
@@ -48,8 +50,8 @@ def text(**fields: Any) -> str:
     return json.dumps(wire(**fields))
 
 
-def without(field: str) -> str:
-    data = wire()
+def without(field: str, **fields: Any) -> str:
+    data = wire(**fields)
     del data[field]
     return json.dumps(data)
 
@@ -76,7 +78,9 @@ CORPUS: dict[str, tuple[str, str, str]] = {
     "no type": (without("type"), "SpecError", "missing required field(s): type"),
     "no params": (without("params"), "SpecError", "missing required field(s): params"),
     "no enqueuedAt": (without("enqueuedAt"), "SpecError", "missing required field(s): enqueuedAt"),
-    "newer major version": (text(v=3, traceId="t"), "SpecError", "is newer than this runner reads (v2)"),
+    "newer major version": (text(v=4, traceId="t"), "SpecError", "is newer than this runner reads (v3)"),
+    "v3 with its params inline": (text(v=3), "SpecError", "'params' and 'paramsRef' both given"),
+    "v3 without a reference": (without("params", v=3), "SpecError", "field 'paramsRef' must be an object"),
     "field name not an identifier": (text(**{"os:system": "x"}), "SpecError", "not identifiers: 'os:system'"),
     "id as number": (text(id=7), "SpecError", "field 'id'"),
     "id with a slash": (text(id="../x"), "SpecError", "field 'id'"),
@@ -295,12 +299,30 @@ def test_push_accepts_exactly_the_job_limit_and_refuses_one_byte_more_naming_the
     at_limit, over = padded(MAX_JOB_BYTES, now), padded(MAX_JOB_BYTES + 1, now)
     fine = JobSpecification("noop")
     with pytest.raises(JobQueueError) as raised:
-        corpus_stack.queue_group().push([at_limit, over, fine])
+        without_bucket(corpus_stack).push([at_limit, over, fine])
     [failed] = raised.value.failed
     assert (failed.job_id, failed.job_type, failed.code) == (over.id, "noop", "SpecError")
     assert f"noop {over.id}: message is {MAX_JOB_BYTES + 1} bytes" in failed.message
     assert set(raised.value.enqueued_ids) == {at_limit.id, fine.id}
     corpus_stack.results.clear()
+    corpus_stack.drain()
+    assert corpus_stack.results.outcomes() == {Outcome.SUCCEEDED: 2}
+
+
+def test_with_the_bucket_a_job_at_the_limit_stays_inline_and_one_byte_more_goes_there(
+    corpus_stack: LocalStack,
+) -> None:
+    now = corpus_stack.clock.now()
+    at_limit, over = padded(MAX_JOB_BYTES, now), padded(MAX_JOB_BYTES + 1, now)
+    corpus_stack.queue_group().push([at_limit, over])
+    bodies = {
+        json.loads(m["Body"])["id"]: json.loads(m["Body"])
+        for m in receive(corpus_stack, corpus_stack.queue_urls["test-noop"], 2)
+    }
+    assert (bodies[at_limit.id]["v"], bodies[over.id]["v"]) == (1, 3)
+    assert bodies[over.id]["paramsRef"]["size"] == len(params_bytes(over.params))
+    corpus_stack.results.clear()
+    corpus_stack.clock.advance(31)  # (received above: visible again)
     corpus_stack.drain()
     assert corpus_stack.results.outcomes() == {Outcome.SUCCEEDED: 2}
 
@@ -321,15 +343,23 @@ BAD_SPECS: dict[str, tuple[dict[str, Any], str]] = {
     "an object": ({"x": object()}, "not JSON-serialisable"),
     "bytes": ({"x": b"\xff"}, "not JSON-serialisable"),
     "over 1 MiB in UTF-8": ({"x": "\u00e9" * (MAX_MESSAGE_BYTES // 2)}, "a job may have (the SQS limit less"),
+    "over the payload bucket's limit": ({"x": "y" * (MAX_PARAMS_BYTES + 1)}, "in the payload bucket"),
 }
+
+
+def without_bucket(stack: LocalStack) -> JobQueueGroup:
+    """The push SDK of a producer not given the stack's payload bucket (so a job too large is refused)."""
+    return Wiring(stack.declaration, clients=stack.clients, clock=stack.clock, queue_urls=stack.queue_urls).group()
 
 
 @pytest.mark.parametrize("name", BAD_SPECS)
 def test_push_refuses_a_bad_spec_naming_it_and_sends_the_rest(corpus_stack: LocalStack, name: str) -> None:
     params, phrase = BAD_SPECS[name]
     bad, good = JobSpecification("noop", params), JobSpecification("noop", {"ok": True})
+    # (over 1 MiB, a job's params go to the payload bucket: this producer has none)
+    group = without_bucket(corpus_stack) if name == "over 1 MiB in UTF-8" else corpus_stack.queue_group()
     with pytest.raises(JobQueueError) as raised:
-        corpus_stack.queue_group().push([bad, good])
+        group.push([bad, good])
     [failed] = raised.value.failed
     assert (failed.job_id, failed.job_type, failed.code) == (bad.id, "noop", "SpecError")
     assert f"noop {bad.id}" in failed.message and phrase in failed.message

@@ -44,8 +44,11 @@ if TYPE_CHECKING:
 WIRE_VERSION = 1
 #: A batch member's body: version 1 and ``batch``.
 BATCH_WIRE_VERSION = 2
+#: A body whose params are in the payload bucket: version 1 or 2 with ``paramsRef``
+#: for ``params`` (:mod:`jobkit.payloads`); the runner resolves it to the body it stands for.
+PAYLOAD_WIRE_VERSION = 3
 #: The newest major version this reader reads.
-NEWEST_WIRE_VERSION = BATCH_WIRE_VERSION
+NEWEST_WIRE_VERSION = PAYLOAD_WIRE_VERSION
 
 #: JSON integers beyond this are not exact as floats (and a 400-digit one overflows one).
 _MAX_SAFE_INTEGER = 2**53
@@ -266,6 +269,11 @@ def validate(data: Any) -> None:
         raise SpecError(
             f"wire version {version} is newer than this runner reads (v{NEWEST_WIRE_VERSION}):"
             " deploy a jobkit that reads it before producers send it, then redrive"
+        )
+    if version == PAYLOAD_WIRE_VERSION and type(version) is int:
+        raise SpecError(
+            "a v3 body's params are in the payload bucket ('paramsRef'): read it with jobkit.payloads,"
+            " which fetches them"
         )
     if version not in (WIRE_VERSION, BATCH_WIRE_VERSION) or type(version) is not int:  # not true, not 1.0
         raise SpecError(

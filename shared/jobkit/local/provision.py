@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.declaration.config import Declaration
 from jobkit.template.naming import QueueIds
+from jobkit.template.payload_bucket import payload_bucket
 from jobkit.template.resources import jobs_table, sqs_queues
 
 if TYPE_CHECKING:
@@ -70,6 +72,39 @@ def provision_table(dynamodb: DynamoDBClient, declaration: Declaration) -> None:
         TableName=table, PointInTimeRecoverySpecification=properties["PointInTimeRecoverySpecification"]
     )
     dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification=properties["TimeToLiveSpecification"])
+
+
+def payload_bucket_name(declaration: Declaration) -> str:
+    """The local stack's payload bucket (a deployed stack's is named by CloudFormation)."""
+    return re.sub(r"[^a-z0-9-]", "-", declaration.prefix.lower())[:50].strip("-") + "-payloads"
+
+
+def provision_bucket(s3: Any, declaration: Declaration, region: str) -> str:
+    """Create the payload bucket as the template declares it: encryption, no
+    public access, the lifecycle rule (not its TLS-only policy: the local stack
+    speaks HTTP). Returns its name."""
+    properties = payload_bucket()["Properties"]
+    name = payload_bucket_name(declaration)
+    where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    s3.create_bucket(Bucket=name, **where)
+    encryption = [  # (the API's name for CloudFormation's ServerSideEncryptionByDefault)
+        {"ApplyServerSideEncryptionByDefault": rule["ServerSideEncryptionByDefault"], "BucketKeyEnabled": True}
+        for rule in properties["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    ]
+    s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration={"Rules": encryption})
+    s3.put_public_access_block(Bucket=name, PublicAccessBlockConfiguration=properties["PublicAccessBlockConfiguration"])
+    rules = [
+        {
+            "ID": rule["Id"],
+            "Status": rule["Status"],
+            "Filter": {"Prefix": rule["Prefix"]},
+            "Expiration": {"Days": rule["ExpirationInDays"]},
+            "AbortIncompleteMultipartUpload": rule["AbortIncompleteMultipartUpload"],
+        }
+        for rule in properties["LifecycleConfiguration"]["Rules"]
+    ]
+    s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})
+    return name
 
 
 @dataclass

@@ -39,7 +39,7 @@ from jobkit.declaration.config import Declaration
 from jobkit.dedup.store import DedupStore
 from jobkit.local.esm import EventSourceMapping
 from jobkit.local.moto_patches import SentCounts, patched_moto
-from jobkit.local.provision import provision_queues, provision_table
+from jobkit.local.provision import provision_bucket, provision_queues, provision_table
 from jobkit.local.recursion import stamp_sends
 from jobkit.local.results import MetricsPublisher, ResultLog
 from jobkit.local.running import Running
@@ -124,6 +124,8 @@ class LocalStack(Running):
         self._registry = registry
         self._template = template
         self.stack_outputs: dict[str, str] = {}
+        #: the payload bucket's name (the params of jobs too large for a message)
+        self.payload_bucket: str | None = None
         self._exit = contextlib.ExitStack()
         self.mappings: dict[str, EventSourceMapping] = {}
         self.runners: dict[str, Runner] = {}
@@ -158,11 +160,17 @@ class LocalStack(Running):
             else:
                 self.queue_urls.update(provision_queues(self.sqs, self.declaration))
                 provision_table(self.dynamodb, self.declaration)
+                self.payload_bucket = provision_bucket(self.clients.client("s3"), self.declaration, self.region)
             # The same composition root as an app's and a runner Lambda's: only
             # the clients point at the emulated AWS, and push does not sleep
             # between tries.
             self.wiring = Wiring(
-                self.declaration, clients=self.clients, clock=self.clock, queue_urls=self.queue_urls, sleep=_no_sleep
+                self.declaration,
+                clients=self.clients,
+                clock=self.clock,
+                queue_urls=self.queue_urls,
+                sleep=_no_sleep,
+                payload_bucket=self.payload_bucket,
             )
             self._add_code_dir()
             self._wire_runners()
@@ -236,7 +244,11 @@ class LocalStack(Running):
         from jobkit.local.push_route import LOCAL_HMAC_KEY
 
         own = Wiring(
-            self.declaration.for_endpoint(), clients=self.clients, clock=self.clock, queue_urls=self.queue_urls
+            self.declaration.for_endpoint(),
+            clients=self.clients,
+            clock=self.clock,
+            queue_urls=self.queue_urls,
+            payload_bucket=self.payload_bucket,
         )
         options = self.declaration.push_endpoint
         key = (lambda: LOCAL_HMAC_KEY) if options is not None and options.auth == "hmac" else None

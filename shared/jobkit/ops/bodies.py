@@ -25,6 +25,7 @@ from typing import Any
 
 from jobkit.core.errors import SpecError
 from jobkit.core.spec import JobSpecification
+from jobkit.payloads.reference import ParamsRef, is_reference, reference_of, resolved
 from jobkit.sqs import MAX_JOB_BYTES, message_size, sendable_attributes
 
 #: How much of a body that is not a job the listings show.
@@ -67,6 +68,7 @@ class Body:
     data: Any
     problem: str | None
     problem_class: str | None
+    params_ref: ParamsRef | None = None  # its params are in the payload bucket (``spec.params`` is empty)
 
 
 def read_body(body: str, attributes: Mapping[str, Mapping[str, Any]]) -> Body:
@@ -74,11 +76,16 @@ def read_body(body: str, attributes: Mapping[str, Mapping[str, Any]]) -> Body:
     attributes first, then the parse. Never raises."""
     data = showable_json(body)
     oversize = _oversize(body, attributes)
+    ref = None
     try:
-        spec = JobSpecification.from_message(body)
+        if is_reference(data):  # its params in the payload bucket: the job, without them
+            ref = reference_of(data)
+            spec = JobSpecification.from_dict(resolved(data, {}))
+        else:
+            spec = JobSpecification.from_message(body)
     except SpecError as exc:
         return Body(None, data, safe_text(oversize or str(exc)), "SpecError")
-    return Body(spec, data, oversize, "SpecError" if oversize else None)
+    return Body(spec, data, oversize, "SpecError" if oversize else None, ref)
 
 
 def body_start(body: str) -> str:

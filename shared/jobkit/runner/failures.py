@@ -28,6 +28,7 @@ from jobkit.core.errors import NonRetryableError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
 from jobkit.declaration.config import QueueConfig
+from jobkit.declaration.type_options import Backoff
 from jobkit.jobs.job import Job
 from jobkit.records import FailureRecord
 from jobkit.records.journal import AttemptJournal
@@ -175,6 +176,26 @@ class Failures:
             exception=error,
             batch=spec.batch if spec is not None and outcome is Outcome.POISONED else None,
         )
+
+    def unavailable(
+        self, record: Mapping[str, Any], spec_type: str, error: Exception, backoff: Backoff
+    ) -> RecordResult:
+        """What the job needs before it can start (its params in the payload
+        bucket) could not be had now: retried after the type's backoff; on the
+        queue's last receive, dead-lettered with the error."""
+        received, message_id, text = receive_count(record), message_id_of(record), text_of(error)
+        keys = {"message_id": message_id, "job_type": spec_type}
+        if received >= self._queue.max_receive_count:
+            reason = DeadLetterReason("unavailable", type(error).__name__, text, received)
+            if self._copy_to_dlq(record, reason, keys):
+                return RecordResult(message_id, spec_type, Outcome.DEAD_LETTERED, attempt=received, error=text)
+        delay = retry_delay_s(backoff, received, self.rng)
+        log.warning("could not start the job, retrying in %ss: %s", delay, text, extra=keys)
+        try:
+            self._queues.change_visibility(record, delay)
+        except Exception:  # the queue's own visibility timeout applies instead
+            log.warning("could not set the retry backoff", exc_info=True, extra=keys)
+        return RecordResult(message_id, spec_type, Outcome.RETRIED, attempt=received, error=text, exception=error)
 
     def internal_error(self, record: Any, error: Exception) -> RecordResult:
         """A bug in jobkit, or a record no event source mapping would make:

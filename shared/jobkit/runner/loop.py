@@ -21,14 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.core.clock import Clock, SystemClock
 from jobkit.core.correlation import correlation_scope
-from jobkit.core.errors import JobClassError, JobFailed, SpecError, UnknownJobType
+from jobkit.core.errors import JobFailed
 from jobkit.core.outcome import Outcome, RecordResult
-from jobkit.core.spec import JobSpecification
-from jobkit.declaration.config import Declaration, JobType
-from jobkit.declaration.params_schema import InvalidParams
+from jobkit.declaration.config import Declaration
 from jobkit.dedup.store import DedupStore
-from jobkit.jobs.batch_check import BATCH_CHECK_TYPE, check_type
-from jobkit.jobs.canary import CANARY_TYPE, canary_type, expired
 from jobkit.records.journal import AttemptJournal
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.batch import Entry, roots_first
@@ -39,21 +35,20 @@ from jobkit.runner.delivery import (
     LambdaContext,
     MetricsPort,
     QueuePort,
-    check_size,
     message_id_of,
-    receive_count,
 )
 from jobkit.runner.failures import Failures, is_permanent
+from jobkit.runner.intake import Intake
 from jobkit.runner.log_level import running
 from jobkit.runner.registry import JobRegistry
 from jobkit.runner.requeue import Requeue
 from jobkit.runner.side_by_side import SideBySide
 from jobkit.runner.stage import JOB_ERRORS, LATER, Hooks, Run, Stage, overrides
 from jobkit.runner.stages import StageKit, standard_stages
-from jobkit.sqs.first_seen import enqueued_at, first_seen_at, pushed_at
 
 if TYPE_CHECKING:
     from jobkit.jobs.job import QueueGroup
+    from jobkit.payloads.store import PayloadStore
     from jobkit.records.store import Records
     from jobkit.runner.direct_line import DirectLine
 
@@ -88,6 +83,7 @@ class Runner:
         registry: resolves job classes (default: from the declaration).
         rng: randomness for backoff jitter.
         stages: the stages (default: :func:`jobkit.runner.stages.standard_stages`).
+        payloads: the payload bucket, where the params of large jobs are (:mod:`jobkit.payloads`).
     """
 
     def __init__(
@@ -104,11 +100,12 @@ class Runner:
         registry: JobRegistry | None = None,
         rng: random.Random | None = None,
         stages: Sequence[Stage] | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
         self.declaration = declaration
         self.queue = declaration.queues[queue]
         self._clock = clock or SystemClock()
-        self._registry = registry or JobRegistry(declaration)
+        registry = registry or JobRegistry(declaration)
         if dedup is not None and records is None:
             raise TypeError("Runner: dedup needs the records it admits over (records=)")
         if records is not None and dedup is None:
@@ -117,9 +114,6 @@ class Runner:
         self._attempts = Attempts(journal)
         self._queues = queues
         self._failures = Failures(self.queue, queues, journal, self._clock, rng or random.Random())
-        self._canary = canary_type(self.queue)
-        batched = any(declaration.types[name].batches for name in self.queue.types)
-        self._batch_check = check_type(self.queue) if batched else None  # served with the batch stage
         self._budget = TimeBudget()  # the container's: what its jobs took, to keep a batch in its timeout
         self._hand_back = Requeue(queues, journal, self._failures)
         self._ran_in_batch = self._handing_back = False
@@ -129,6 +123,10 @@ class Runner:
         limits = {t.name: t.batch_concurrency for t in job_types}
         self._side_by_side = SideBySide(limits, limited={t.name for t in job_types if t.concurrency is not None})
         self._hooks = Hooks(self.stages)
+        #: records in, deliveries out (and params from the payload bucket)
+        self.intake = Intake(
+            declaration, self.queue, queues, self._failures, self._attempts, registry, self._clock, payloads
+        )
         #: where a job's success line goes without the logging machinery (the Lambda wiring sets it)
         self.direct_line: DirectLine | None = None
 
@@ -166,7 +164,7 @@ class Runner:
         try:
             if type(record) is not dict and not isinstance(record, Mapping):
                 raise TypeError(f"an SQS event record is an object, got {type(record).__name__}")
-            taken = self._take(record, context)
+            taken = self.intake.take(record, context)
             if isinstance(taken, RecordResult):
                 entry.result = taken
             else:
@@ -269,66 +267,6 @@ class Runner:
         """A bug in jobkit itself, or a hand-made record: never crash the batch."""
         log.exception("internal error handling message %s", message_id_of(record))
         return self._failures.internal_error(record, exc)
-
-    def _take(self, record: Mapping[str, Any], context: LambdaContext | None) -> Delivery | RecordResult:
-        """The record as a delivery of a job this runner serves, or poison."""
-        try:
-            check_size(record)
-            spec = JobSpecification.from_message(record["body"])
-            spec.check_times(self._clock.now())
-            # once queued, its lane is the queue it is in (the spec is this record's own: set, not copied)
-            spec.priority = self._queues.priority(record)
-            job_type = self._served_type(spec.type)
-        except SpecError as exc:
-            return self._failures.poison(record, exc)
-        if spec.type == CANARY_TYPE and expired(spec.params, self._clock.now()):  # `jobkit verify` gave up on it
-            return RecordResult(
-                message_id_of(record),
-                CANARY_TYPE,
-                Outcome.SUPERSEDED,
-                job_id=spec.id,
-                domain=spec.domain,
-                reason="an expired canary of jobkit verify: dropped unrun",
-            )
-        try:
-            job_type.check_params(spec.id, spec.params)  # a mismatch would fail every attempt
-            job_class = self._registry.resolve(spec.type)
-        except (InvalidParams, JobClassError) as exc:
-            return self._failures.poison(record, exc, spec, tracked=job_type.track_status)
-        received = receive_count(record)
-        # when it was pushed: SQS's time for its first message, whatever copy this is
-        seen, stamped = first_seen_at(record), spec.enqueued_at
-        ordered_at, taken_at = pushed_at(stamped, seen), enqueued_at(stamped, seen)
-        spec.enqueued_at = taken_at
-        before, recounted = self._attempts.before(record, spec.type)
-        return Delivery(
-            record,
-            spec,
-            job_type,
-            job_class,
-            before + received,
-            received,
-            context=context,
-            seen_at=seen,
-            pushed_at=ordered_at,
-            stamped_at=stamped,
-            recounted=recounted,
-        )
-
-    def _served_type(self, name: str) -> JobType:
-        if name == CANARY_TYPE:  # every runner serves `jobkit verify`'s canary, on its own queue
-            return self._canary
-        if name == BATCH_CHECK_TYPE and self._batch_check is not None:  # what it sends itself
-            return self._batch_check
-        if name not in self.queue.types:
-            served = f"queue {self.queue.name!r} serves {', '.join(self.queue.types)}"
-            if name in self.declaration.types:  # a type this runner's jobs push
-                other = self.declaration.types[name].queue
-                problem = f"it is a type of queue {other!r}, not of this runner's ({served})"
-            else:
-                problem = f"not a type of this runner's queue ({served})"
-            raise UnknownJobType(name, problem)
-        return self.declaration.types[name]
 
     # -- running ----------------------------------------------------------------------------
 

@@ -1,0 +1,144 @@
+"""Taking a record: an SQS record in, the delivery of a job this runner serves
+out, or the record's result if it is poison (not a job), a canary `jobkit
+verify` gave up on, or a job whose params cannot be had now.
+
+A body whose params are in the payload bucket (wire version 3,
+:mod:`jobkit.payloads`) is resolved here, after its type is known to be one
+this runner serves and before anything reads its params: the params' schema,
+the root job's supersession (the batch's order), de-duplication, the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jobkit.core.clock import Clock
+from jobkit.core.errors import JobClassError, SpecError, UnknownJobType
+from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.spec import JobSpecification
+from jobkit.core.wire import decode
+from jobkit.declaration.config import Declaration, JobType
+from jobkit.declaration.params_schema import InvalidParams
+from jobkit.jobs.batch_check import BATCH_CHECK_TYPE, check_type
+from jobkit.jobs.canary import CANARY_TYPE, canary_type, expired
+from jobkit.payloads.reference import is_reference, reference_of, resolved
+from jobkit.payloads.store import PayloadStore, PayloadUnavailable
+from jobkit.runner.attempts import Attempts
+from jobkit.runner.delivery import Delivery, LambdaContext, QueuePort, check_size, message_id_of, receive_count
+from jobkit.runner.failures import Failures
+from jobkit.runner.registry import JobRegistry
+from jobkit.sqs.first_seen import enqueued_at, first_seen_at, pushed_at
+
+if TYPE_CHECKING:
+    from jobkit.declaration.queues import QueueConfig
+
+
+class Intake:
+    """Turns the records of one queue into deliveries (see :meth:`take`).
+
+    Args:
+        declaration: the types this runner knows (its queue's, and those its jobs push).
+        queue: the queue it serves: a message of any other type is poison.
+        payloads: the payload bucket, for bodies whose params are there; without
+            it such a body is poison (this runner cannot read its params).
+    """
+
+    def __init__(
+        self,
+        declaration: Declaration,
+        queue: QueueConfig,
+        queues: QueuePort,
+        failures: Failures,
+        attempts: Attempts,
+        registry: JobRegistry,
+        clock: Clock,
+        payloads: PayloadStore | None = None,
+    ) -> None:
+        self.declaration, self.queue = declaration, queue
+        self._queues, self._failures, self._attempts = queues, failures, attempts
+        self._registry, self._clock, self.payloads = registry, clock, payloads
+        self._canary = canary_type(queue)
+        batched = any(declaration.types[name].batches for name in queue.types)
+        self.batch_check = check_type(queue) if batched else None  # served with the batch stage
+
+    def take(self, record: Mapping[str, Any], context: LambdaContext | None) -> Delivery | RecordResult:
+        """The record as a delivery of a job this runner serves, or its result."""
+        try:
+            check_size(record)
+            data = decode(record["body"])
+            if is_reference(data):  # (its params in the payload bucket)
+                data = self._resolved(data)
+            spec = JobSpecification.from_dict(data)
+            spec.check_times(self._clock.now())
+            # once queued, its lane is the queue it is in (the spec is this record's own: set, not copied)
+            spec.priority = self._queues.priority(record)
+            job_type = self.served_type(spec.type)
+        except SpecError as exc:
+            return self._failures.poison(record, exc)
+        except PayloadUnavailable as exc:
+            name = data["type"]  # (a type this runner serves: checked before the fetch)
+            return self._failures.unavailable(record, name, exc, self.served_type(name).backoff)
+        if spec.type == CANARY_TYPE and expired(spec.params, self._clock.now()):  # `jobkit verify` gave up on it
+            return RecordResult(
+                message_id_of(record),
+                CANARY_TYPE,
+                Outcome.SUPERSEDED,
+                job_id=spec.id,
+                domain=spec.domain,
+                reason="an expired canary of jobkit verify: dropped unrun",
+            )
+        try:
+            job_type.check_params(spec.id, spec.params)  # a mismatch would fail every attempt
+            job_class = self._registry.resolve(spec.type)
+        except (InvalidParams, JobClassError) as exc:
+            return self._failures.poison(record, exc, spec, tracked=job_type.track_status)
+        received = receive_count(record)
+        # when it was pushed: SQS's time for its first message, whatever copy this is
+        seen, stamped = first_seen_at(record), spec.enqueued_at
+        ordered_at, taken_at = pushed_at(stamped, seen), enqueued_at(stamped, seen)
+        spec.enqueued_at = taken_at
+        before, recounted = self._attempts.before(record, spec.type)
+        return Delivery(
+            record,
+            spec,
+            job_type,
+            job_class,
+            before + received,
+            received,
+            context=context,
+            seen_at=seen,
+            pushed_at=ordered_at,
+            stamped_at=stamped,
+            recounted=recounted,
+        )
+
+    def _resolved(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A v3 body with its params fetched, checked and put back."""
+        ref = reference_of(data)
+        self.served_type(data["type"])  # a type of another queue is poison before the bucket is read
+        if self.payloads is None:
+            raise SpecError(
+                "its params are in the payload bucket, and this runner has none ($JOBKIT_PAYLOAD_BUCKET):"
+                " regenerate template.yaml (`jobkit template`) and deploy it, then redrive"
+            )
+        params = decode(self.payloads.get(ref))
+        if not isinstance(params, dict):
+            raise SpecError(f"its params object {ref.key} must hold a JSON object, got {type(params).__name__}")
+        return resolved(data, params)
+
+    def served_type(self, name: str) -> JobType:
+        """The declared type of a message's ``type``, if this runner serves it."""
+        if name == CANARY_TYPE:  # every runner serves `jobkit verify`'s canary, on its own queue
+            return self._canary
+        if name == BATCH_CHECK_TYPE and self.batch_check is not None:  # what it sends itself
+            return self.batch_check
+        if name not in self.queue.types:
+            served = f"queue {self.queue.name!r} serves {', '.join(self.queue.types)}"
+            if name in self.declaration.types:  # a type this runner's jobs push
+                other = self.declaration.types[name].queue
+                problem = f"it is a type of queue {other!r}, not of this runner's ({served})"
+            else:
+                problem = f"not a type of this runner's queue ({served})"
+            raise UnknownJobType(name, problem)
+        return self.declaration.types[name]

@@ -1,0 +1,222 @@
+"""Large params on the local stack: a job too large for a message has its
+params in the payload bucket and runs with them; its message carries the
+reference (wire version 3). De-duplication and supersession decide as for an
+inline job; a dead-lettered large job is redriven and runs; a missing or
+altered object is dead-lettered with its reason; a bucket that cannot answer
+is retried."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from jobkit import JobSpecification
+from jobkit.cli.__main__ import main
+from jobkit.core.clock import VirtualClock
+from jobkit.core.errors import JobQueueError
+from jobkit.core.outcome import Outcome
+from jobkit.core.spec import canonical_json, new_root_job_params
+from jobkit.declaration.config import load_declaration
+from jobkit.local import LocalStack
+from jobkit.ops.config import CliConfig
+from jobkit.payloads.reference import params_bytes, type_prefix
+from jobkit.wiring import Wiring
+
+import testjobs
+from conftest import START
+from testjobs import BROKEN, SCRIPTED, SEEN_PARAMS
+
+DECLARATION = """
+[jobkit]
+prefix = "big"
+
+[defaults]
+backoff = { base_s = 2, factor = 2.0, cap_s = 30, jitter = 0.5 }
+max_attempts = 3
+
+[types.render]
+class = "testjobs:LargeJob"
+
+[types.once]
+class = "testjobs:LargeJob"
+remove_duplicates = true
+
+[types.purge]
+class = "testjobs:LargeJob"
+"""
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def jobs_toml(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.toml"
+    path.write_text(DECLARATION)
+    return path
+
+
+@pytest.fixture
+def local(jobs_toml: Path) -> Iterator[LocalStack]:
+    clock = VirtualClock(START)
+    testjobs.use_clock(clock)
+    for kept in (SCRIPTED, BROKEN, SEEN_PARAMS):
+        kept.clear()
+    with LocalStack(load_declaration(jobs_toml), clock=clock, seed=5) as stack:
+        yield stack
+    for kept in (SCRIPTED, BROKEN, SEEN_PARAMS):
+        kept.clear()
+
+
+def big(job_type: str, name: str, mib: float = 3, **script: Any) -> JobSpecification:
+    blob = (name * (int(mib * MIB) // max(1, len(name)) + 1))[: int(mib * MIB)]
+    return JobSpecification(job_type, {"name": name, "blob": blob, "script": script}, domain="wiki")
+
+
+def digest(params: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(params).encode("utf-8")).hexdigest()
+
+
+def objects(local: LocalStack) -> list[dict[str, Any]]:
+    listed = local.client("s3").list_objects_v2(Bucket=local.payload_bucket)
+    return list(listed.get("Contents", []))
+
+
+def test_a_job_of_3_mib_runs_with_its_params_and_its_message_is_small(local: LocalStack) -> None:
+    spec = big("render", "page")
+    local.queue_group("wiki").push(spec)
+    [message] = local.sqs.receive_message(QueueUrl=local.queue_url("render"), VisibilityTimeout=0)["Messages"]
+    assert len(message["Body"].encode("utf-8")) < 4096
+    body = json.loads(message["Body"])
+    assert body["v"] == 3 and "params" not in body
+    assert body["paramsRef"]["size"] == len(params_bytes(spec.params))
+    [stored] = objects(local)
+    assert stored["Key"] == body["paramsRef"]["key"] and stored["Key"].startswith(type_prefix("render"))
+    local.drain()
+    assert [(job_id, seen) for job_id, seen, _ in SEEN_PARAMS] == [(spec.id, digest(spec.params))]
+    assert [r.outcome for r in local.results.results] == [Outcome.SUCCEEDED]
+
+
+def test_a_small_job_stays_inline(local: LocalStack) -> None:
+    local.queue_group("wiki").push(JobSpecification("render", {"name": "small", "script": {}}))
+    [message] = local.sqs.receive_message(QueueUrl=local.queue_url("render"), VisibilityTimeout=0)["Messages"]
+    assert json.loads(message["Body"])["v"] == 1 and objects(local) == []
+
+
+def test_a_remove_duplicates_pair_of_large_jobs_runs_once(local: LocalStack) -> None:
+    first, second = big("once", "same"), big("once", "same")
+    local.queue_group("wiki").push([first, second])
+    local.clock.advance(1)  # they run after they were enqueued
+    local.drain()
+    assert len(SEEN_PARAMS) == 1
+    outcomes = sorted(r.outcome.value for r in local.results.results)
+    assert outcomes == sorted([Outcome.SUCCEEDED.value, Outcome.DUPLICATE.value])
+
+
+def test_a_large_leaf_is_superseded_by_a_newer_root_as_an_inline_one_is(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    older = new_root_job_params("template:X", local.clock.now())
+    group.push(JobSpecification("purge", {**big("purge", "old").params, **older}, domain="wiki"))
+    local.clock.advance(5)
+    newer = new_root_job_params("template:X", local.clock.now())
+    group.push(JobSpecification("purge", {"name": "new", "script": {}, **newer}, domain="wiki"))
+    local.drain()
+    outcomes = {r.job_id: r.outcome for r in local.results.results}
+    assert sorted(o.value for o in outcomes.values()) == sorted([Outcome.SUCCEEDED.value, Outcome.SUPERSEDED.value])
+    assert [params_digest for _, params_digest, _ in SEEN_PARAMS] == [digest({"name": "new", "script": {}, **newer})]
+
+
+def test_a_large_job_that_fails_for_good_is_dead_lettered_shown_redriven_and_runs(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    BROKEN.add("down")
+    spec = big("render", "fragile", broken="down")
+    local.queue_group("wiki").push(spec)
+    local.drain()
+    [dead] = local.dead_letters("render")
+    assert json.loads(dead["Body"])["v"] == 3  # the DLQ copy keeps the reference
+    local.clock.advance(1)  # (visible again)
+    shown = CliRunner().invoke(
+        main, ["dlq", "list", "render", "--json"], obj=CliConfig(config_path=jobs_toml, clock=local.clock)
+    )
+    assert shown.exit_code == 0, shown.output
+    assert spec.id in shown.output
+    BROKEN.discard("down")
+    local.clock.advance(1)  # moto shows a message released at the frozen clock's instant from the next ms on
+    redriven = CliRunner().invoke(
+        main, ["dlq", "redrive", "render"], obj=CliConfig(config_path=jobs_toml, clock=local.clock)
+    )
+    assert redriven.exit_code == 0, redriven.output
+    local.drain()
+    assert [seen for _, seen, _ in SEEN_PARAMS] == [digest(spec.params)] * 2  # failed once, then ran again
+    assert [r.outcome for r in local.results.results] == [Outcome.DEAD_LETTERED, Outcome.SUCCEEDED]
+
+
+def test_a_missing_object_is_dead_lettered_with_the_reason(local: LocalStack) -> None:
+    spec = big("render", "gone", mib=1.5)
+    local.queue_group("wiki").push(spec)
+    [stored] = objects(local)
+    local.client("s3").delete_object(Bucket=local.payload_bucket, Key=stored["Key"])
+    local.drain()
+    assert SEEN_PARAMS == []
+    [dead] = local.dead_letters("render")
+    attributes = dead["MessageAttributes"]
+    assert attributes["jobkit.errorClass"]["StringValue"] == "PayloadMissing"
+    assert "is not in the payload bucket" in attributes["jobkit.error"]["StringValue"]
+
+
+def test_an_altered_object_is_dead_lettered_with_the_reason(local: LocalStack) -> None:
+    spec = big("render", "tampered", mib=1.5)
+    local.queue_group("wiki").push(spec)
+    [stored] = objects(local)
+    altered = params_bytes({**spec.params, "name": "tampere2"})  # the same size: only the SHA-256 tells
+    local.client("s3").put_object(Bucket=local.payload_bucket, Key=stored["Key"], Body=altered)
+    local.drain()
+    assert SEEN_PARAMS == []
+    [dead] = local.dead_letters("render")
+    attributes = dead["MessageAttributes"]
+    assert attributes["jobkit.errorClass"]["StringValue"] == "PayloadCorrupt"
+    assert "has the SHA-256" in attributes["jobkit.error"]["StringValue"]
+
+
+def test_a_bucket_that_cannot_answer_is_retried_and_the_job_then_runs(
+    local: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = big("render", "patient", mib=1.5)
+    local.queue_group("wiki").push(spec)
+    [runner] = [r for name, r in local.runners.items() if name == "render"]
+    store = runner.intake.payloads
+    assert store is not None
+    monkeypatch.setattr(store, "bucket", "no-such-bucket")  # NoSuchBucket: S3 cannot answer for it
+    local.drain(until=local.clock.now() + 1)
+    assert SEEN_PARAMS == [] and local.queue_depth("render", dlq=True) == 0
+    assert local.results.results[0].outcome is Outcome.RETRIED
+    monkeypatch.undo()
+    local.drain()
+    assert [(job_id, seen) for job_id, seen, _ in SEEN_PARAMS] == [(spec.id, digest(spec.params))]
+    assert local.results.results[-1].outcome is Outcome.SUCCEEDED
+
+
+def test_a_reference_to_another_jobs_params_is_poison(local: LocalStack) -> None:
+    spec = big("render", "victim", mib=1.5)
+    local.queue_group("wiki").push(spec)
+    [message] = local.sqs.receive_message(QueueUrl=local.queue_url("render"), VisibilityTimeout=0)["Messages"]
+    forged = {**json.loads(message["Body"]), "id": "forged-1"}  # the victim's object, under another job's ID
+    local.sqs.send_message(QueueUrl=local.queue_url("render"), MessageBody=json.dumps(forged))
+    local.drain()
+    assert [seen_id for seen_id, _, _ in SEEN_PARAMS] == [spec.id]
+    [dead] = local.dead_letters("render")
+    assert "paramsRef.key must be the job's own key" in dead["MessageAttributes"]["jobkit.error"]["StringValue"]
+
+
+def test_without_a_bucket_a_job_too_large_is_refused_at_push_naming_the_remedy(local: LocalStack) -> None:
+    # a producer not given the stack's payload bucket
+    producer = Wiring(local.declaration, clients=local.clients, clock=local.clock, queue_urls=local.queue_urls)
+    group = producer.group("wiki")
+    with pytest.raises(JobQueueError, match=r"give the stack its payload bucket \(\$JOBKIT_PAYLOAD_BUCKET\)"):
+        group.push(big("render", "nowhere", mib=1.5))
