@@ -41,6 +41,8 @@ def resolved_by_hand(variables: dict[str, Any]) -> dict[str, str]:
             return value
         if value == {"Ref": "Prefix"}:
             return prefix
+        if value == {"Ref": "PayloadBucket"}:  # a bucket's name: at most 63 characters
+            return "b" * 63
         text = value["Fn::Sub"].replace("${Prefix}", prefix)
         return re.sub(
             r"\$\{(\w+?)(DeadLetterQueue|Queue)\}",

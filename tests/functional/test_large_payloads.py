@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -26,11 +27,12 @@ from jobkit.declaration.config import load_declaration
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
 from jobkit.payloads.reference import params_bytes, type_prefix
+from jobkit.records.keys import JobRef
 from jobkit.wiring import Wiring
 
 import testjobs
-from conftest import START
-from testjobs import BROKEN, SCRIPTED, SEEN_PARAMS
+from conftest import ROOT, START
+from testjobs import BROKEN, CALLBACKS, SCRIPTED, SEEN_PARAMS
 
 DECLARATION = """
 [jobkit]
@@ -49,6 +51,16 @@ remove_duplicates = true
 
 [types.purge]
 class = "testjobs:LargeJob"
+
+[types.tracked]
+class = "testjobs:LargeJob"
+track_status = true
+batches = true
+params_schema = { required = ["name", "blob"] }
+
+[types.reached]
+class = "testjobs:CallbackJob"
+batch_callback = true
 """
 
 MIB = 1024 * 1024
@@ -65,7 +77,7 @@ def jobs_toml(tmp_path: Path) -> Path:
 def local(jobs_toml: Path) -> Iterator[LocalStack]:
     clock = VirtualClock(START)
     testjobs.use_clock(clock)
-    for kept in (SCRIPTED, BROKEN, SEEN_PARAMS):
+    for kept in (SCRIPTED, BROKEN, SEEN_PARAMS, CALLBACKS):
         kept.clear()
     with LocalStack(load_declaration(jobs_toml), clock=clock, seed=5) as stack:
         yield stack
@@ -94,6 +106,7 @@ def test_a_job_of_3_mib_runs_with_its_params_and_its_message_is_small(local: Loc
     assert len(message["Body"].encode("utf-8")) < 4096
     body = json.loads(message["Body"])
     assert body["v"] == 3 and "params" not in body
+    jsonschema.validate(body, json.loads((ROOT / "docs" / "job-spec.schema.json").read_text()))
     assert body["paramsRef"]["size"] == len(params_bytes(spec.params))
     [stored] = objects(local)
     assert stored["Key"] == body["paramsRef"]["key"] and stored["Key"].startswith(type_prefix("render"))
@@ -220,3 +233,65 @@ def test_without_a_bucket_a_job_too_large_is_refused_at_push_naming_the_remedy(l
     group = producer.group("wiki")
     with pytest.raises(JobQueueError, match=r"give the stack its payload bucket \(\$JOBKIT_PAYLOAD_BUCKET\)"):
         group.push(big("render", "nowhere", mib=1.5))
+
+
+def test_a_large_batch_member_whose_object_is_gone_is_counted_dead_lettered_and_its_status_says_so(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    group = local.queue_group("wiki")
+    lost, kept = big("tracked", "lost", mib=1.2), big("tracked", "kept", mib=1.2)
+    with group.batch(on_complete=JobSpecification("reached", {"edit": 1})) as batch:
+        batch.push([lost, kept])
+    lost_key = next(o["Key"] for o in objects(local) if f"/{lost.id}/" in o["Key"])
+    local.client("s3").delete_object(Bucket=local.payload_bucket, Key=lost_key)
+    local.drain()
+    # the batch counted both ends, and its callback ran once
+    [(_, _, params)] = CALLBACKS
+    assert (params["batch"]["succeeded"], params["batch"]["dead_lettered"], params["batch"]["pending"]) == (1, 1, 0)
+    status = group.status("tracked", lost.id)
+    assert status is not None and status.state == "dead_lettered"
+    assert local.journal().failures(JobRef("tracked", "wiki", lost.id))[0].error_class == "PayloadMissing"
+    # the DLQ tools tell the runner's reason, not a params check of params they do not have
+    local.clock.advance(1)
+    shown = CliRunner().invoke(
+        main, ["dlq", "list", "tracked", "--json"], obj=CliConfig(config_path=jobs_toml, clock=local.clock)
+    )
+    [message] = json.loads(shown.output)["messages"]
+    assert "PayloadMissing" in json.dumps(message) and "InvalidParams" not in json.dumps(message)
+
+
+def test_the_rest_of_a_large_body_is_checked_before_the_bucket_is_read(local: LocalStack) -> None:
+    spec = big("render", "ahead", mib=1.2)
+    local.queue_group("wiki").push(spec)
+    [message] = local.sqs.receive_message(QueueUrl=local.queue_url("render"), VisibilityTimeout=0)["Messages"]
+    ahead = {**json.loads(message["Body"]), "enqueuedAt": local.clock.now() + 10 * 86400}
+    local.sqs.delete_message(QueueUrl=local.queue_url("render"), ReceiptHandle=message["ReceiptHandle"])
+    for stored in objects(local):  # were the bucket read, the reason would be PayloadMissing
+        local.client("s3").delete_object(Bucket=local.payload_bucket, Key=stored["Key"])
+    local.sqs.send_message(QueueUrl=local.queue_url("render"), MessageBody=json.dumps(ahead))
+    local.drain()
+    [dead] = local.dead_letters("render")
+    assert "ahead of" in dead["MessageAttributes"]["jobkit.error"]["StringValue"]
+
+
+def test_a_domain_with_a_character_sqs_refuses_is_sent_as_the_inline_body_would_be(local: LocalStack) -> None:
+    spec = JobSpecification("render", {**big("render", "odd", mib=1.2).params}, domain="wiki\ufffe")
+    local.queue_group().push(spec)
+    local.drain()
+    assert [job_id for job_id, _, _ in SEEN_PARAMS] == [spec.id]
+
+
+def test_a_bucket_that_never_answers_dead_letters_the_job_on_the_last_receive_with_the_reason(
+    local: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = big("tracked", "stuck", mib=1.2)
+    local.queue_group("wiki").push(spec)
+    store = local.runners["tracked"].intake.payloads
+    assert store is not None
+    monkeypatch.setattr(store, "bucket", "no-such-bucket")
+    local.drain()
+    assert SEEN_PARAMS == []
+    [dead] = local.dead_letters("tracked")
+    assert dead["MessageAttributes"]["jobkit.reason"]["StringValue"] == "unavailable"
+    status = local.queue_group("wiki").status("tracked", spec.id)
+    assert status is not None and status.state == "dead_lettered"

@@ -45,7 +45,7 @@ for job_id in queue_group("enwiki").push([JobSpecification("refreshLinks", {"tit
 JOBKIT_LINE = re.compile(
     r"jobkit local stack up: \d+ queues, table \S+"
     r"|point your app at it with:"
-    r"|  export (AWS_ENDPOINT_URL|AWS_REGION|AWS_ACCESS_KEY_ID|JOBKIT_CONFIG|JOBKIT_PUSH_URL)=.*"
+    r"|  export (AWS_ENDPOINT_URL|AWS_REGION|AWS_ACCESS_KEY_ID|JOBKIT_CONFIG|JOBKIT_PAYLOAD_BUCKET|JOBKIT_PUSH_URL)=.*"
     r"|running jobs; Ctrl-C stops"
     r"| *[a-z_]+ \w+ \S+ \(attempt \d+(, correlation \S+)?\)( in \d+ ms)?(: .*)?"
     r"| *log \w+ \S+: (DEBUG|INFO|WARNING|ERROR|CRITICAL) .*"

@@ -17,7 +17,8 @@ import pytest
 from jobkit import JobSpecification
 from jobkit.core.clock import VirtualClock
 from jobkit.core.outcome import Outcome
-from jobkit.core.resources import CANARY_TYPE
+from jobkit.core.resources import CANARY_TYPE, DLQ_RETENTION_S
+from jobkit.core.spec import MAX_RELEASE_DELAY_S
 from jobkit.declaration.config import Declaration, parse_declaration
 from jobkit.jobs.canary import canary_type
 from jobkit.local import LocalStack
@@ -141,7 +142,7 @@ def test_the_push_endpoint_may_only_send_its_types_record_their_roots_and_cancel
         pop_batch_statements(statements, own, own.types, "PushEndpoint")
         cancellable = {t for t in taken if declaration.types[t].cancellable}
         tracked = {t for t in taken if declaration.types[t].track_status}
-        assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs"} | (
+        assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs", "WriteParams"} | (
             {"CancelJobs"} if cancellable else set()
         ) | ({"ReadJobStatus"} if cancellable | tracked else set())
         send = statements["SendToTakenTypesQueues"]
@@ -190,7 +191,7 @@ def test_an_hmac_push_endpoint_may_read_its_one_secret(example_declaration: Decl
     template = translate(build(replace(example_declaration, push_endpoint=options)), parameters={"Prefix": "jobkit"})
     role = template["Resources"]["PushEndpointRole"]["Properties"]
     statements = {s["Sid"]: s for policy in role["Policies"] for s in policy["PolicyDocument"]["Statement"]}
-    assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs", "ReadProducerKey"}
+    assert set(statements) == {"SendToTakenTypesQueues", "RecordRootJobs", "ReadProducerKey", "WriteParams"}
     secret = statements["ReadProducerKey"]
     assert as_list(secret["Action"]) == ["secretsmanager:GetSecretValue"]
     assert secret["Resource"]["Fn::Sub"].endswith(":secret:myapp/jobkit-push-??????")
@@ -379,6 +380,76 @@ def test_each_runner_may_use_only_its_own_types_records_and_its_pushed_types_roo
             assert statements == {}, (queue.name, statements)  # no other statement on the table
 
 
+def s3_statements(statements: Any) -> dict[str, Any]:
+    return {s["Sid"]: s for s in statements if any(str(a).startswith("s3:") for a in as_list(s["Action"]))}
+
+
+def object_arns(statement: dict[str, Any]) -> list[str]:
+    """A statement's object ARNs, the bucket's ARN written as ``BUCKET``."""
+    arns = []
+    for resource in as_list(statement["Resource"]):
+        [bucket, path] = resource["Fn::Join"][1]
+        assert bucket == {"Fn::GetAtt": ["PayloadBucket", "Arn"]}
+        arns.append("BUCKET" + path)
+    return arns
+
+
+def test_each_roles_s3_access_is_scoped_to_its_prefix(deployments: list[tuple[Declaration, Any]]) -> None:
+    for declaration, template in deployments:
+        resources = template["Resources"]
+        # runners: read their own types' params only, list the bucket (404 for a missing object), write params
+        for queue in declaration.queues.values():
+            role = resources[f"{logical_id(queue.name)}RunnerRole"]
+            found = s3_statements(
+                s for policy in role["Properties"]["Policies"] for s in policy["PolicyDocument"]["Statement"]
+            )
+            assert set(found) == {"ReadOwnTypesParams", "TellMissingParams", "WriteParams"}, queue.name
+            assert as_list(found["ReadOwnTypesParams"]["Action"]) == ["s3:GetObject"]
+            assert object_arns(found["ReadOwnTypesParams"]) == [f"BUCKET/params/{t}/*" for t in sorted(queue.types)]
+            assert as_list(found["TellMissingParams"]["Action"]) == ["s3:ListBucket"]
+            assert found["TellMissingParams"]["Resource"] == {"Fn::GetAtt": ["PayloadBucket", "Arn"]}
+            assert as_list(found["WriteParams"]["Action"]) == ["s3:PutObject"]
+            assert object_arns(found["WriteParams"]) == ["BUCKET/params/*"]
+        # the producer policy and the push endpoint: write params objects, nothing else of S3
+        producer = resources["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+        endpoint = resources.get("PushEndpointRole")
+        roles = [producer]
+        if endpoint is not None:
+            roles.append([s for p in endpoint["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]])
+        for statements in roles:
+            found = s3_statements(statements)
+            assert set(found) == {"WriteParams"}
+            assert as_list(found["WriteParams"]["Action"]) == ["s3:PutObject"]
+            assert object_arns(found["WriteParams"]) == ["BUCKET/params/*"]
+        # nobody deletes a params object (the lifecycle rule expires them)
+        for resource in resources.values():
+            text = json.dumps(resource)
+            if resource["Type"] != "AWS::S3::BucketPolicy":  # (whose one statement denies)
+                assert "s3:DeleteObject" not in text and '"s3:*"' not in text
+
+
+def test_the_payload_bucket_is_encrypted_private_tls_only_and_expires_its_objects(
+    deployments: list[tuple[Declaration, Any]],
+) -> None:
+    for _, template in deployments:
+        bucket = template["Resources"]["PayloadBucket"]["Properties"]
+        [rule] = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+        assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+        assert (
+            all(bucket["PublicAccessBlockConfiguration"].values())
+            and len(bucket["PublicAccessBlockConfiguration"]) == 4
+        )
+        [expiry] = bucket["LifecycleConfiguration"]["Rules"]
+        assert (expiry["Prefix"], expiry["Status"]) == ("params/", "Enabled")
+        assert expiry["ExpirationInDays"] * 86400 > MAX_RELEASE_DELAY_S + DLQ_RETENTION_S
+        [deny] = template["Resources"]["PayloadBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+        assert (deny["Effect"], deny["Action"], deny["Condition"]) == (
+            "Deny",
+            "s3:*",
+            {"Bool": {"aws:SecureTransport": "false"}},
+        )
+
+
 def test_no_runner_may_touch_another_queues_records(deployments: list[tuple[Declaration, Any]]) -> None:
     for declaration, template in deployments:
         for queue in declaration.queues.values():
@@ -417,7 +488,7 @@ def test_the_producer_policy_lets_apps_push_record_roots_and_cancel_only(
         endpoint = declaration.push_endpoint is not None and declaration.push_endpoint.auth == "iam"
         cancellable = {t for t, declared in declaration.types.items() if declared.cancellable}
         tracked = {t for t, declared in declaration.types.items() if declared.track_status}
-        assert set(statements) == {"SendToJobQueues", "RecordRootJobs"} | (
+        assert set(statements) == {"SendToJobQueues", "RecordRootJobs", "WriteParams"} | (
             {"InvokePushEndpoint"} if endpoint else set()
         ) | ({"CancelJobs"} if cancellable else set()) | ({"ReadJobStatus"} if cancellable | tracked else set())
         if endpoint:  # the push endpoint's function, and nothing else of Lambda
@@ -492,6 +563,8 @@ def test_every_checkov_exception_is_justified_where_it_applies(example_declarati
         "CKV_AWS_173": "AWS::Serverless::Function",
         "CKV_AWS_26": "AWS::SNS::Topic",
         "CKV_AWS_158": "AWS::Logs::LogGroup",
+        "CKV_AWS_18": "AWS::S3::Bucket",
+        "CKV_AWS_21": "AWS::S3::Bucket",
     }
     assert set(CHECKOV_SKIPS) == set(applies_to)
     skipped = set()

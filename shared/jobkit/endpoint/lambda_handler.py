@@ -43,7 +43,13 @@ def endpoint_from_environment(
     from jobkit.wiring import Wiring
 
     configured = Wiring.from_environment(environ)
-    wiring = Wiring(configured.declaration, clients=clients, clock=clock, queue_urls=configured.queue_urls)
+    wiring = Wiring(
+        configured.declaration,
+        clients=clients,
+        clock=clock,
+        queue_urls=configured.queue_urls,
+        payload_bucket=configured.payload_bucket,
+    )
     secret = environ.get("JOBKIT_ENDPOINT_HMAC_SECRET")
     key = SecretKey(wiring.clients.client("secretsmanager"), secret, wiring.clock) if secret else None
     return PushEndpoint(wiring.declaration, wiring.group, wiring.clock, key)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.declaration.config import Declaration
 from jobkit.template.naming import QueueIds
-from jobkit.template.payload_bucket import payload_bucket
+from jobkit.template.payload_bucket import local_bucket_name, payload_bucket
 from jobkit.template.resources import jobs_table, sqs_queues
 
 if TYPE_CHECKING:
@@ -74,17 +73,12 @@ def provision_table(dynamodb: DynamoDBClient, declaration: Declaration) -> None:
     dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification=properties["TimeToLiveSpecification"])
 
 
-def payload_bucket_name(declaration: Declaration) -> str:
-    """The local stack's payload bucket (a deployed stack's is named by CloudFormation)."""
-    return re.sub(r"[^a-z0-9-]", "-", declaration.prefix.lower())[:50].strip("-") + "-payloads"
-
-
 def provision_bucket(s3: Any, declaration: Declaration, region: str) -> str:
     """Create the payload bucket as the template declares it: encryption, no
     public access, the lifecycle rule (not its TLS-only policy: the local stack
     speaks HTTP). Returns its name."""
     properties = payload_bucket()["Properties"]
-    name = payload_bucket_name(declaration)
+    name = local_bucket_name(declaration.prefix)
     where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
     s3.create_bucket(Bucket=name, **where)
     encryption = [  # (the API's name for CloudFormation's ServerSideEncryptionByDefault)

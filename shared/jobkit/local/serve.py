@@ -124,6 +124,8 @@ def serve(
         emit("  export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1")
         emit("  export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing")
         emit(f"  export JOBKIT_CONFIG={Path(declaration.source).resolve()}")
+        if stack.payload_bucket is not None:  # where push puts the params of a job too large for a message
+            emit(f"  export JOBKIT_PAYLOAD_BUCKET={stack.payload_bucket}")
         if declaration.push_endpoint is not None:  # the HTTP push endpoint, for producers in any language
             from jobkit.local.push_route import PATH
 

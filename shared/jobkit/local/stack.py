@@ -208,6 +208,7 @@ class LocalStack(Running):
         deployed = deploy_template(self.client, self.declaration, path, region=self.region, account_id=ACCOUNT_ID)
         self.stack_outputs = deployed.outputs
         self.queue_urls.update(deployed.queue_urls)
+        self.payload_bucket = deployed.outputs.get("PayloadBucketName")
         for queue, told in list(self._recursive_loop.items()):
             if isinstance(told, str):  # as if put after the deploy
                 runner = self.declaration.names.runner(queue)

@@ -102,8 +102,20 @@ class CliConfig:
             clients = self.clients  # first: the local stack's clock, if the endpoint is one
             declaration = load_declaration(self.config_path) if self.config_path else declaration_from_environment()
             declaration = declaration.with_prefix(self.prefix) if self.prefix else declaration
-            self._wiring = Wiring(declaration, clients=clients, clock=self.clock)
+            self._wiring = Wiring(
+                declaration, clients=clients, clock=self.clock, payload_bucket=self._bucket(declaration)
+            )
         return self._wiring
+
+    def _bucket(self, declaration: Declaration) -> str | None:
+        """The payload bucket: ``$JOBKIT_PAYLOAD_BUCKET`` (the stack's output), or the local stack's."""
+        if os.environ.get("JOBKIT_PAYLOAD_BUCKET"):
+            return os.environ["JOBKIT_PAYLOAD_BUCKET"]
+        if self.local_stack is not None:
+            from jobkit.template.payload_bucket import local_bucket_name
+
+            return local_bucket_name(declaration.prefix)
+        return None
 
     @property
     def sqs(self) -> SQSClient:

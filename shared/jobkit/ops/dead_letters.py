@@ -39,6 +39,7 @@ from jobkit.ops.verdict import (
     poison,
     unknown,
 )
+from jobkit.payloads.reference import is_reference
 from jobkit.records import FailureRecord, FinalAttempt, TableUnavailable
 from jobkit.sqs import CORRELATION_ATTRIBUTE, ORIGINAL_MESSAGE_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
 
@@ -290,7 +291,9 @@ def judged(
     verdict, failures, final = _from_records(dead, records, spec, since, limit)
     if verdict.reason == Reason.UNKNOWN:
         timed = check_times(spec, max(now, dead.sent_at or 0.0))
-        verdict = timed or check_params(spec, scope.param_schemas.get(spec.type)) or verdict
+        # (a job whose params are in the payload bucket has none here to check)
+        unread = is_reference(dead.data)
+        verdict = timed or (None if unread else check_params(spec, scope.param_schemas.get(spec.type))) or verdict
     return replace(dead, verdict=verdict, failures=failures, final=final)
 
 

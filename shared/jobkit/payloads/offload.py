@@ -15,6 +15,7 @@ from typing import Any
 
 from jobkit.core.errors import SpecError
 from jobkit.core.spec import JobSpecification
+from jobkit.core.wire import sqs_json
 from jobkit.payloads.reference import MAX_PARAMS_BYTES, params_bytes, reference_body, reference_for
 from jobkit.payloads.store import PayloadStore
 from jobkit.sqs.limits import MAX_JOB_BYTES, RUNNER_RESERVED_BYTES, message_size
@@ -34,7 +35,7 @@ def fitted(
     body = spec.to_message()
     size = message_size(body, attributes)
     if size > threshold and store is not None:
-        body = _offload(spec, store)
+        body = _offload(spec, store, attributes)
         size = message_size(body, attributes)
     if size > MAX_JOB_BYTES:
         remedy = "" if store is not None else " give the stack its payload bucket ($JOBKIT_PAYLOAD_BUCKET), or"
@@ -46,8 +47,9 @@ def fitted(
     return body, size
 
 
-def _offload(spec: JobSpecification, store: PayloadStore) -> str:
-    """Upload the job's params; the v3 body that refers to them."""
+def _offload(spec: JobSpecification, store: PayloadStore, attributes: Mapping[str, Any]) -> str:
+    """Upload the job's params; the v3 body that refers to them. Nothing is
+    uploaded for a job whose message would still not fit."""
     data = params_bytes(spec.params)
     if len(data) > MAX_PARAMS_BYTES:
         raise SpecError(
@@ -55,5 +57,8 @@ def _offload(spec: JobSpecification, store: PayloadStore) -> str:
             " in the payload bucket; pass a reference (an S3 key, a page ID) instead of the data"
         )
     ref = reference_for(spec.type, spec.domain, spec.id, data)
-    store.put(ref, data)
-    return json.dumps(reference_body(spec.to_dict(), ref), separators=(",", ":"), ensure_ascii=False)
+    # (SQS's characters, as the inline body has them: the body's other fields are sent as given)
+    body = sqs_json(json.dumps(reference_body(spec.to_dict(), ref), separators=(",", ":"), ensure_ascii=False))
+    if message_size(body, attributes) <= MAX_JOB_BYTES:
+        store.put(ref, data)
+    return body

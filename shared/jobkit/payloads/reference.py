@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import quote
 
 from jobkit.core.errors import SpecError
-from jobkit.core.wire import BATCH_WIRE_VERSION, PAYLOAD_WIRE_VERSION, WIRE_VERSION, short
+from jobkit.core.wire import BATCH_WIRE_VERSION, PAYLOAD_WIRE_VERSION, WIRE_VERSION, decode, short, validate_root_params
 
 #: The body field that holds the reference.
 REFERENCE_FIELD = "paramsRef"
@@ -52,6 +52,25 @@ class ParamsRef:
 def params_bytes(params: Any) -> bytes:
     """The params as the object holds them: compact JSON in UTF-8, as a body would hold them."""
     return json.dumps(params, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def params_from(data: bytes, ref: ParamsRef) -> dict[str, Any]:
+    """A params object's params: UTF-8 JSON of an object, checked as a body's
+    params are (no duplicate key, no NaN, no lone surrogate, root params whole).
+
+    Raises:
+        SpecError: naming the object.
+    """
+    try:
+        params = decode(data.decode("utf-8"))
+        if not isinstance(params, dict):
+            raise SpecError(f"it holds a JSON {type(params).__name__}, not an object")
+        validate_root_params(params)
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"its params object {ref.key} is not UTF-8 text: {exc.reason}") from exc
+    except SpecError as exc:
+        raise SpecError(f"its params object {ref.key}: {str(exc).replace('message body', 'the object')}") from exc
+    return params
 
 
 def type_prefix(job_type: str) -> str:

@@ -16,6 +16,7 @@ its receive count passes maxReceiveCount, and the failure record still says why.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Mapping
@@ -27,8 +28,7 @@ from jobkit.core.correlation import correlation_of
 from jobkit.core.errors import NonRetryableError
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
-from jobkit.declaration.config import QueueConfig
-from jobkit.declaration.type_options import Backoff
+from jobkit.declaration.config import JobType, QueueConfig
 from jobkit.jobs.job import Job
 from jobkit.records import FailureRecord
 from jobkit.records.journal import AttemptJournal
@@ -178,24 +178,49 @@ class Failures:
         )
 
     def unavailable(
-        self, record: Mapping[str, Any], spec_type: str, error: Exception, backoff: Backoff
+        self, record: Mapping[str, Any], spec: JobSpecification, job_type: JobType, error: Exception
     ) -> RecordResult:
         """What the job needs before it can start (its params in the payload
         bucket) could not be had now: retried after the type's backoff; on the
-        queue's last receive, dead-lettered with the error."""
+        queue's last receive, dead-lettered with the error (its failure record,
+        its status, and its batch's count, as for any dead letter)."""
         received, message_id, text = receive_count(record), message_id_of(record), text_of(error)
-        keys = {"message_id": message_id, "job_type": spec_type}
+        correlation_id = correlation_of(string_attribute_of(record, CORRELATION_ATTRIBUTE), spec.id)
+        keys = {"message_id": message_id, "job_id": spec.id, "job_type": spec.type, "domain": spec.domain}
+        result = functools.partial(
+            RecordResult,
+            message_id,
+            spec.type,
+            job_id=spec.id,
+            domain=spec.domain,
+            attempt=received,
+            error=text,
+            correlation_id=correlation_id,
+            exception=error,
+        )
         if received >= self._queue.max_receive_count:
             reason = DeadLetterReason("unavailable", type(error).__name__, text, received)
             if self._copy_to_dlq(record, reason, keys):
-                return RecordResult(message_id, spec_type, Outcome.DEAD_LETTERED, attempt=received, error=text)
-        delay = retry_delay_s(backoff, received, self.rng)
+                if self._journal is not None:
+                    failure = FailureRecord(
+                        spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, text, ""
+                    )
+                    self._journal.record_failure(
+                        replace(failure, dead_letter_reason="unavailable", correlation_id=correlation_id, ran=False)
+                    )
+                    if job_type.track_status:
+                        tracker = RecordingStatusTracker(
+                            self._journal.records, spec, received, self._clock, correlation_id
+                        )
+                        tracker.dead_lettered(self._clock.now(), text, "unavailable")
+                return result(Outcome.DEAD_LETTERED, reason="unavailable", batch=spec.batch)
+        delay = retry_delay_s(job_type.backoff, received, self.rng)
         log.warning("could not start the job, retrying in %ss: %s", delay, text, extra=keys)
         try:
             self._queues.change_visibility(record, delay)
         except Exception:  # the queue's own visibility timeout applies instead
             log.warning("could not set the retry backoff", exc_info=True, extra=keys)
-        return RecordResult(message_id, spec_type, Outcome.RETRIED, attempt=received, error=text, exception=error)
+        return result(Outcome.RETRIED)
 
     def internal_error(self, record: Any, error: Exception) -> RecordResult:
         """A bug in jobkit, or a record no event source mapping would make:

@@ -22,7 +22,7 @@ from jobkit.declaration.config import Declaration, JobType
 from jobkit.declaration.params_schema import InvalidParams
 from jobkit.jobs.batch_check import BATCH_CHECK_TYPE, check_type
 from jobkit.jobs.canary import CANARY_TYPE, canary_type, expired
-from jobkit.payloads.reference import is_reference, reference_of, resolved
+from jobkit.payloads.reference import ParamsRef, is_reference, params_from, reference_of, resolved
 from jobkit.payloads.store import PayloadStore, PayloadUnavailable
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import Delivery, LambdaContext, QueuePort, check_size, message_id_of, receive_count
@@ -64,11 +64,13 @@ class Intake:
 
     def take(self, record: Mapping[str, Any], context: LambdaContext | None) -> Delivery | RecordResult:
         """The record as a delivery of a job this runner serves, or its result."""
+        ref = None
         try:
             check_size(record)
             data = decode(record["body"])
-            if is_reference(data):  # (its params in the payload bucket)
-                data = self._resolved(data)
+            if is_reference(data):  # its params in the payload bucket: the rest of the body is checked first
+                ref = reference_of(data)
+                data = resolved(data, {})
             spec = JobSpecification.from_dict(data)
             spec.check_times(self._clock.now())
             # once queued, its lane is the queue it is in (the spec is this record's own: set, not copied)
@@ -76,9 +78,14 @@ class Intake:
             job_type = self.served_type(spec.type)
         except SpecError as exc:
             return self._failures.poison(record, exc)
-        except PayloadUnavailable as exc:
-            name = data["type"]  # (a type this runner serves: checked before the fetch)
-            return self._failures.unavailable(record, name, exc, self.served_type(name).backoff)
+        if ref is not None:
+            try:
+                spec.params = self._fetched(ref)
+                spec.check_times(self._clock.now())  # (its root timestamp, if any, was in the params)
+            except SpecError as exc:  # missing, altered, not a job's params: it is the job's end, with the reason
+                return self._failures.poison(record, exc, spec, tracked=job_type.track_status)
+            except PayloadUnavailable as exc:
+                return self._failures.unavailable(record, spec, job_type, exc)
         if spec.type == CANARY_TYPE and expired(spec.params, self._clock.now()):  # `jobkit verify` gave up on it
             return RecordResult(
                 message_id_of(record),
@@ -113,19 +120,14 @@ class Intake:
             recounted=recounted,
         )
 
-    def _resolved(self, data: dict[str, Any]) -> dict[str, Any]:
-        """A v3 body with its params fetched, checked and put back."""
-        ref = reference_of(data)
-        self.served_type(data["type"])  # a type of another queue is poison before the bucket is read
+    def _fetched(self, ref: ParamsRef) -> dict[str, Any]:
+        """A job's params from the payload bucket, checked as a body's would be."""
         if self.payloads is None:
             raise SpecError(
                 "its params are in the payload bucket, and this runner has none ($JOBKIT_PAYLOAD_BUCKET):"
-                " regenerate template.yaml (`jobkit template`) and deploy it, then redrive"
+                " deploy a stack whose template has the bucket (`jobkit template`), then redrive"
             )
-        params = decode(self.payloads.get(ref))
-        if not isinstance(params, dict):
-            raise SpecError(f"its params object {ref.key} must hold a JSON object, got {type(params).__name__}")
-        return resolved(data, params)
+        return params_from(self.payloads.get(ref), ref)
 
     def served_type(self, name: str) -> JobType:
         """The declared type of a message's ``type``, if this runner serves it."""

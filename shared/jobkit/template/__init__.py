@@ -43,6 +43,7 @@ from jobkit.template.iam import RUNNER_TABLE_ACTIONS, operator_policy, producer_
 from jobkit.template.insight import domain_rule
 from jobkit.template.naming import logical_id
 from jobkit.template.parameters import LOG_RETENTION_DAYS, parameters
+from jobkit.template.payload_bucket import payload_outputs
 from jobkit.template.resources import (
     MAX_ENVIRONMENT_BYTES,
     queue_outputs,
@@ -131,6 +132,7 @@ def build_all(
         },
         "Outputs": {
             "JobsTableName": {"Description": "The jobs table", "Value": {"Ref": "JobsTable"}},
+            **payload_outputs(),
             "ProducerPolicyArn": {
                 "Description": "The managed policy an app's role attaches to push jobs",
                 "Value": {"Ref": "ProducerPolicy"},

@@ -21,6 +21,15 @@ CHECKOV_SKIPS = {
         " apply to the AWS managed key only when DynamoDB refreshes its cached table key, not per request; a"
         " customer managed key would add a key policy to run and a monthly key charge"
     ),
+    "CKV_AWS_18": (
+        "The payload bucket holds only jobs' params, written by the stack's producers and read by its runners"
+        " (both through IAM, which CloudTrail records); server access logs would add a second bucket and log"
+        " every job's two requests"
+    ),
+    "CKV_AWS_21": (
+        "A params object is written once, under a key that holds its SHA-256, and the runner checks the hash"
+        " of what it reads; versions would only keep expired params for longer"
+    ),
     "CKV_AWS_116": (
         "A function DLQ only catches failed asynchronous invocations; the event source mapping invokes the"
         " runner synchronously, and failed jobs go to the queue's own DLQ (redrive policy and the runner)"

@@ -22,6 +22,7 @@ from jobkit.records.keys import root_records_pattern
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import batch_statements, control_statements, lane_arns, table_statement
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
+from jobkit.template.payload_bucket import PAYLOAD_VARIABLE, payload_statements
 from jobkit.template.policy_size import MAX_ROLE_POLICY_CHARS, check_policy
 from jobkit.template.resources import check_environment_size
 
@@ -45,6 +46,7 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
         "JOBKIT_DECLARATION": declaration_json,
         "JOBKIT_PREFIX": {"Ref": PREFIX_PARAMETER},
         "JOBKIT_QUEUE_URLS": {"Fn::Sub": urls_json},
+        **PAYLOAD_VARIABLE,
         "POWERTOOLS_LOG_LEVEL": "INFO",
     }
     statements: list[dict[str, Any]] = [
@@ -59,6 +61,8 @@ def endpoint_resources(declaration: Declaration) -> dict[str, Any]:
         *control_statements(own),
         # its batches: opened, sealed and read, their members counted in (if a type it takes declares batches)
         *batch_statements(own),
+        # the params of a job too large for a message
+        *payload_statements(write=True),
     ]
     if options.hmac_secret is not None:
         variables["JOBKIT_ENDPOINT_HMAC_SECRET"] = options.hmac_secret

@@ -34,6 +34,7 @@ from jobkit.records.keys import (
     root_records_pattern,
 )
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
+from jobkit.template.payload_bucket import payload_statements
 from jobkit.template.policy_size import MAX_MANAGED_POLICY_CHARS, check_policy, policy_chars
 
 #: What the runner does with the table: claims, failure and status records, reads of them.
@@ -112,6 +113,7 @@ def producer_policy(declaration: Declaration) -> dict[str, Any]:
         *control_statements(declaration),
         *batch_statements(declaration),
         *producer_statement(declaration),
+        *payload_statements(write=True),
     ]
     queues = [arn for queue in declaration.queues.values() for arn in lane_arns(queue)]
     send = {"Sid": "SendToJobQueues", "Effect": "Allow", "Action": SEND_ACTIONS, "Resource": queues}
@@ -280,6 +282,7 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
                 "Resource": [*queue_arns, *lane_arns(queue, dlq=True)],
             },
             *table_statements,
+            *payload_statements(read=queue.types, write=True),
             *([XRAY_STATEMENT] if traced(declaration, queue) else []),
         ]
     }

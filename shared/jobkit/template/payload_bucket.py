@@ -1,23 +1,34 @@
 """The payload bucket: where the params of jobs too large for a message go
 (:mod:`jobkit.payloads`). Encrypted at rest, closed to the public, TLS only,
 versioning off (an object is written once, under a key that holds its hash),
-and every object expired once no message can name it any more: the longest a
-job may wait for its release time, plus the DLQ's retention, plus a day. The
+and every object expired once no message is likely to name it any more
+(:data:`PAYLOAD_EXPIRY_DAYS`). The
 local stack creates it from these properties too (:mod:`jobkit.local.provision`).
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable
 from typing import Any
 
-from jobkit.core.resources import DLQ_RETENTION_S
+from jobkit.core.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S
 from jobkit.core.spec import MAX_RELEASE_DELAY_S
-from jobkit.payloads.reference import KEY_PREFIX
+from jobkit.payloads.reference import KEY_PREFIX, type_prefix
+from jobkit.template.checkov import checkov_skips
 
-#: Days a params object is kept: no message can name it after that.
-PAYLOAD_EXPIRY_DAYS = math.ceil((MAX_RELEASE_DELAY_S + DLQ_RETENTION_S) / 86400) + 1
+#: Days a params object is kept: the longest a job may wait for its release
+#: time, a queue's retention (its retries and holds), a DLQ's retention, and a
+#: redrive's second life in both; and a week. A job redriven again after that
+#: is dead-lettered at once with ``PayloadMissing`` (docs/large-payloads.md).
+PAYLOAD_EXPIRY_DAYS = math.ceil((MAX_RELEASE_DELAY_S + 2 * (QUEUE_RETENTION_S + DLQ_RETENTION_S)) / 86400) + 7
 BUCKET_ID = "PayloadBucket"
+
+
+def local_bucket_name(prefix: str) -> str:
+    """The local stack's payload bucket (a deployed stack's is named by CloudFormation)."""
+    return re.sub(r"[^a-z0-9-]", "-", prefix.lower())[:50].strip("-") + "-payloads"
 
 
 def payload_bucket() -> dict[str, Any]:
@@ -67,3 +78,64 @@ def tls_only_policy(bucket_arn: Any) -> dict[str, Any]:
             }
         ],
     }
+
+
+def _objects(types: Iterable[str]) -> list[dict[str, Any]]:
+    """The ARNs of the params objects of these types: ``{bucket}/params/{type}/*``."""
+    arn = {"Fn::GetAtt": [BUCKET_ID, "Arn"]}
+    return [{"Fn::Join": ["", [arn, f"/{type_prefix(name)}*"]]} for name in sorted(set(types))]
+
+
+def payload_statements(*, read: Iterable[str] = (), write: bool = False) -> list[dict[str, Any]]:
+    """IAM statements on the payload bucket: read the params of the ``read``
+    types (and list the bucket, so that a missing object answers 404, not 403:
+    the keys name types, domains and job IDs, never params), and, with
+    ``write``, write params objects (``params/*``, whatever the types: an
+    object runs nothing, and a runner reads only the object its message names
+    by the job's own key, and sending that message is SQS's permission).
+    Nothing else: no delete."""
+    statements: list[dict[str, Any]] = []
+    read = sorted(set(read))
+    if read:
+        statements.append(
+            {"Sid": "ReadOwnTypesParams", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": _objects(read)}
+        )
+        statements.append(
+            {
+                "Sid": "TellMissingParams",
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket"],
+                "Resource": {"Fn::GetAtt": [BUCKET_ID, "Arn"]},
+            }
+        )
+    if write:
+        objects = {"Fn::Join": ["", [{"Fn::GetAtt": [BUCKET_ID, "Arn"]}, f"/{KEY_PREFIX}*"]]}
+        statements.append({"Sid": "WriteParams", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": objects})
+    return statements
+
+
+def payload_resources() -> dict[str, Any]:
+    """The bucket and its TLS-only policy."""
+    return {
+        BUCKET_ID: {**payload_bucket(), "Metadata": checkov_skips("CKV_AWS_18", "CKV_AWS_21")},
+        "PayloadBucketPolicy": {
+            "Type": "AWS::S3::BucketPolicy",
+            "Properties": {
+                "Bucket": {"Ref": BUCKET_ID},
+                "PolicyDocument": tls_only_policy({"Fn::GetAtt": [BUCKET_ID, "Arn"]}),
+            },
+        },
+    }
+
+
+def payload_outputs() -> dict[str, Any]:
+    return {
+        "PayloadBucketName": {
+            "Description": "The payload bucket: an app outside the stack sets $JOBKIT_PAYLOAD_BUCKET to it",
+            "Value": {"Ref": BUCKET_ID},
+        }
+    }
+
+
+#: The environment variable that names the bucket to a function.
+PAYLOAD_VARIABLE = {"JOBKIT_PAYLOAD_BUCKET": {"Ref": BUCKET_ID}}

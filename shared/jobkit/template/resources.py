@@ -32,6 +32,7 @@ from jobkit.sqs.limits import MAX_MESSAGE_BYTES
 from jobkit.template.checkov import checkov_skips
 from jobkit.template.iam import pushed_types, runner_policy, sendable_queues, traced
 from jobkit.template.naming import NAMES, QueueIds
+from jobkit.template.payload_bucket import BUCKET_ID, PAYLOAD_VARIABLE, payload_resources
 from jobkit.template.policy_size import MAX_ROLE_POLICY_CHARS, check_policy
 
 MAX_ENVIRONMENT_BYTES = 4096  # Lambda's limit on all environment variables together
@@ -59,6 +60,7 @@ def shared_resources(declaration: Declaration, base_dir: Path) -> dict[str, Any]
             "Metadata": {"BuildMethod": "makefile", "BuildArchitecture": ARCHITECTURE, "ContextPath": build},
         },
         "JobsTable": jobs_table(),
+        **payload_resources(),
     }
 
 
@@ -207,6 +209,7 @@ def _runner_function(declaration: Declaration, queue: QueueConfig, base_dir: Pat
         "JOBKIT_PREFIX": {"Ref": PREFIX_PARAMETER},
         "JOBKIT_QUEUE": queue.name,
         "JOBKIT_QUEUE_URLS": {"Fn::Sub": urls_json},
+        **PAYLOAD_VARIABLE,
         "POWERTOOLS_LOG_LEVEL": "INFO",
     }
     check_environment_size(
@@ -315,6 +318,8 @@ def environment_size(declaration: Declaration, variables: Mapping[str, Any]) -> 
             return value
         if value == {"Ref": PREFIX_PARAMETER}:
             return LONGEST_PREFIX
+        if value == {"Ref": BUCKET_ID}:  # a bucket's name is at most 63 characters
+            return "b" * 63
         if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
             return re.sub(r"\$\{([A-Za-z0-9]+)\}", lambda found: name(found.group(1)), value["Fn::Sub"])
         raise ValueError(f"an environment value jobkit cannot measure: {value!r}")

@@ -48,6 +48,7 @@ MAX_TEMPLATE_BYTES = 1_000_000
 #: What a nested stack gets from the root: its own parameters, and the shared resources.
 PASSED_PARAMETERS = (PREFIX_PARAMETER, "PickupDelayAlarmMs", "OldestMessageAlarmSeconds", "LogRetentionDays")
 LAYER, TABLE_ARN, TOPIC_ARN = "LayerArn", "JobsTableArn", "AlarmTopicArn"
+PAYLOAD_BUCKET = "PayloadBucketName"
 
 
 def bucket(queue: str) -> int:
@@ -82,6 +83,7 @@ def child_template(
             parameters[name] = dict(root_parameters[name])
     parameters[LAYER] = {"Type": "String", "Description": "The jobkit layer's version ARN"}
     parameters[TABLE_ARN] = {"Type": "String", "Description": "The jobs table's ARN"}
+    parameters[PAYLOAD_BUCKET] = {"Type": "String", "Description": "The payload bucket's name"}
     parameters[TOPIC_ARN] = {"Type": "String", "Default": "", "Description": "The alarm topic's ARN; empty for none"}
     local = set(resources)
     return {
@@ -105,6 +107,7 @@ def stack_resource(number: int, location: str, root_parameters: Mapping[str, Any
                 **passed,
                 LAYER: {"Ref": "JobkitLayer"},
                 TABLE_ARN: {"Fn::GetAtt": ["JobsTable", "Arn"]},
+                PAYLOAD_BUCKET: {"Ref": "PayloadBucket"},
                 TOPIC_ARN: {"Fn::If": ["HasAlarmEmail", {"Ref": "AlarmTopic"}, ""]},
             },
         },
@@ -159,6 +162,8 @@ def _ref(target: str, queues: Mapping[str, str], local: set[str], child: bool) -
         return {"Ref": LAYER}
     if child and target == "AlarmTopic":
         return {"Ref": TOPIC_ARN}
+    if child and target == "PayloadBucket":
+        return {"Ref": PAYLOAD_BUCKET}
     return {"Ref": target}
 
 
@@ -171,6 +176,8 @@ def _get_att(target: str, attribute: str, queues: Mapping[str, str], local: set[
         raise ValueError(f"no name-spelled form of {target}.{attribute}")
     if child and (target, attribute) == ("JobsTable", "Arn"):
         return {"Ref": TABLE_ARN}
+    if child and (target, attribute) == ("PayloadBucket", "Arn"):
+        return {"Fn::Sub": "arn:${AWS::Partition}:s3:::${" + PAYLOAD_BUCKET + "}"}
     return {"Fn::GetAtt": [target, attribute]}
 
 
