@@ -47,6 +47,7 @@ class SqsPushTransport:
         self._queue_urls = dict(queue_urls or {})
         self._client: SQSClient | None = None
         self._directory: QueueDirectory | None = None
+        self._urls: dict[tuple[str, str | None], str] = {}
         self._lock = threading.Lock()
 
     @property
@@ -65,7 +66,11 @@ class SqsPushTransport:
             return self._directory
 
     def queue_url(self, job_type: str, priority: str | None = None) -> str:
-        return self.directory.queue_url(job_type, priority)
+        # (each type's and lane's once: a push of many jobs asks for the same few)
+        url = self._urls.get((job_type, priority))
+        if url is None:
+            url = self._urls[(job_type, priority)] = self.directory.queue_url(job_type, priority)
+        return url
 
     def send_batch(self, batch: Sequence[Outgoing[T]]) -> SendResult[T]:
         return send_batch(self.client, batch)
