@@ -23,7 +23,9 @@ from jobkit.core.clock import VirtualClock
 from jobkit.core.errors import JobQueueError
 from jobkit.core.outcome import Outcome
 from jobkit.core.spec import canonical_json, new_root_job_params
-from jobkit.declaration.config import load_declaration
+from jobkit.declaration.config import declaration_to_dict, load_declaration
+from jobkit.endpoint.lambda_handler import endpoint_from_environment
+from jobkit.endpoint.service import MAX_BODY_BYTES
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
 from jobkit.payloads.reference import params_bytes, type_prefix
@@ -61,6 +63,9 @@ params_schema = { required = ["name", "blob"] }
 [types.reached]
 class = "testjobs:CallbackJob"
 batch_callback = true
+
+[push_endpoint]
+types = ["render"]
 """
 
 MIB = 1024 * 1024
@@ -295,3 +300,20 @@ def test_a_bucket_that_never_answers_dead_letters_the_job_on_the_last_receive_wi
     assert dead["MessageAttributes"]["jobkit.reason"]["StringValue"] == "unavailable"
     status = local.queue_group("wiki").status("tracked", spec.id)
     assert status is not None and status.state == "dead_lettered"
+
+
+def test_the_push_endpoints_lambda_takes_a_5_mb_request_and_puts_the_params_in_the_bucket(local: LocalStack) -> None:
+    # the endpoint's function as its Lambda builds it, from the environment the template gives it
+    environ = {
+        "JOBKIT_DECLARATION": json.dumps(declaration_to_dict(local.declaration.for_endpoint())),
+        "JOBKIT_QUEUE_URLS": json.dumps(local.queue_urls),
+        "JOBKIT_PAYLOAD_BUCKET": str(local.payload_bucket),
+    }
+    endpoint = endpoint_from_environment(environ, clock=local.clock)
+    params = big("render", "posted", mib=4.8).params
+    body = json.dumps({"jobs": [{"type": "render", "id": "posted-1", "params": params, "domain": "wiki"}]}).encode()
+    assert 5_000_000 < len(body) <= MAX_BODY_BYTES
+    response = endpoint.handle("POST", {}, body)
+    assert response.status == 200, response.body
+    local.drain()
+    assert [(job_id, seen) for job_id, seen, _ in SEEN_PARAMS] == [("posted-1", digest(params))]
