@@ -306,6 +306,12 @@ def validate(data: Any) -> None:
     validate_root_params(data["params"])
 
 
+def is_reference(data: Any) -> bool:
+    """Whether a decoded body is of wire version 3: its params in the payload
+    bucket (:mod:`jobkit.payloads.reference` reads it)."""
+    return isinstance(data, dict) and type(data.get("v")) is int and data["v"] == PAYLOAD_WIRE_VERSION
+
+
 def priority_of(data: Mapping[str, Any]) -> str | None:
     """A body's ``priority``, if it is a lane's name. It only routes (a job's lane
     is the queue it is in): a reader ignores any other value rather than refuse

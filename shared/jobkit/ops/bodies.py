@@ -25,7 +25,8 @@ from typing import Any
 
 from jobkit.core.errors import SpecError
 from jobkit.core.spec import JobSpecification
-from jobkit.payloads.reference import ParamsRef, is_reference, reference_of, resolved
+from jobkit.core.wire import is_reference
+from jobkit.payloads.reference import ParamsRef, reference_of, resolved
 from jobkit.sqs import MAX_JOB_BYTES, message_size, sendable_attributes
 
 #: How much of a body that is not a job the listings show.

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from jobkit.core.correlation import correlation_of
 from jobkit.core.resources import CANARY_TYPE
 from jobkit.core.spec import JobSpecification
+from jobkit.core.wire import is_reference
 from jobkit.ops.bodies import body_start, read_body, safe_text
 from jobkit.ops.records_json import failure_to_json, final_to_json
 from jobkit.ops.scan import QueueScan, string_attributes
@@ -39,7 +40,6 @@ from jobkit.ops.verdict import (
     poison,
     unknown,
 )
-from jobkit.payloads.reference import is_reference
 from jobkit.records import FailureRecord, FinalAttempt, TableUnavailable
 from jobkit.sqs import CORRELATION_ATTRIBUTE, ORIGINAL_MESSAGE_ATTRIBUTE, TYPE_ATTRIBUTE, QueueDirectory
 

@@ -26,7 +26,14 @@ from typing import Any
 from urllib.parse import quote
 
 from jobkit.core.errors import SpecError
-from jobkit.core.wire import BATCH_WIRE_VERSION, PAYLOAD_WIRE_VERSION, WIRE_VERSION, decode, short, validate_root_params
+from jobkit.core.wire import (
+    BATCH_WIRE_VERSION,
+    PAYLOAD_WIRE_VERSION,
+    WIRE_VERSION,
+    decode,
+    short,
+    validate_root_params,
+)
 
 #: The body field that holds the reference.
 REFERENCE_FIELD = "paramsRef"
@@ -88,11 +95,6 @@ def params_key(job_type: str, domain: str | None, job_id: str, sha256: str) -> s
 def reference_for(job_type: str, domain: str | None, job_id: str, data: bytes) -> ParamsRef:
     digest = hashlib.sha256(data).hexdigest()
     return ParamsRef(params_key(job_type, domain, job_id, digest), len(data), digest)
-
-
-def is_reference(data: Any) -> bool:
-    """Whether a decoded body is of wire version 3 (its params in the bucket)."""
-    return isinstance(data, dict) and type(data.get("v")) is int and data["v"] == PAYLOAD_WIRE_VERSION
 
 
 def reference_of(data: dict[str, Any]) -> ParamsRef:

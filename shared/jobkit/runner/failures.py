@@ -154,16 +154,12 @@ class Failures:
         correlation_id = None
         if spec is not None:  # parsed, but its params or class did not fit
             correlation_id = correlation_of(string_attribute_of(record, CORRELATION_ATTRIBUTE), spec.id)
-        if spec is not None and self._journal is not None:
-            failure = FailureRecord(
-                spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, message, ""
-            )
-            self._journal.record_failure(replace(failure, dead_letter_reason="poison", correlation_id=correlation_id))
+        if spec is not None:
+            self._dead_unrun(spec, received, error, message, "poison", correlation_id, ran=True)
         reason = DeadLetterReason("poison", type(error).__name__, message, received)
         outcome = Outcome.POISONED if self._copy_to_dlq(record, reason, {"job_type": job_type}) else Outcome.RETRIED
-        if outcome is Outcome.POISONED and spec is not None and tracked and self._journal is not None:
-            tracker = RecordingStatusTracker(self._journal.records, spec, received, self._clock, correlation_id)
-            tracker.dead_lettered(self._clock.now(), text, "poison")
+        if outcome is Outcome.POISONED and spec is not None and tracked:
+            self._status_dead(spec, received, correlation_id, text, "poison")
         return RecordResult(
             message_id,
             job_type,
@@ -201,18 +197,9 @@ class Failures:
         if received >= self._queue.max_receive_count:
             reason = DeadLetterReason("unavailable", type(error).__name__, text, received)
             if self._copy_to_dlq(record, reason, keys):
-                if self._journal is not None:
-                    failure = FailureRecord(
-                        spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, text, ""
-                    )
-                    self._journal.record_failure(
-                        replace(failure, dead_letter_reason="unavailable", correlation_id=correlation_id, ran=False)
-                    )
-                    if job_type.track_status:
-                        tracker = RecordingStatusTracker(
-                            self._journal.records, spec, received, self._clock, correlation_id
-                        )
-                        tracker.dead_lettered(self._clock.now(), text, "unavailable")
+                self._dead_unrun(spec, received, error, text, "unavailable", correlation_id, ran=False)
+                if job_type.track_status:
+                    self._status_dead(spec, received, correlation_id, text, "unavailable")
                 return result(Outcome.DEAD_LETTERED, reason="unavailable", batch=spec.batch)
         delay = retry_delay_s(job_type.backoff, received, self.rng)
         log.warning("could not start the job, retrying in %ss: %s", delay, text, extra=keys)
@@ -235,6 +222,34 @@ class Failures:
             if self._copy_to_dlq(record, reason, {"message_id": message_id}):
                 return RecordResult(message_id, UNKNOWN_TYPE, Outcome.DEAD_LETTERED, error=text, exception=error)
         return RecordResult(message_id, UNKNOWN_TYPE, Outcome.RETRIED, error=text, exception=error)
+
+    def _dead_unrun(
+        self,
+        spec: JobSpecification,
+        received: int,
+        error: Exception,
+        message: str,
+        kind: str,
+        correlation_id: str | None,
+        *,
+        ran: bool,
+    ) -> None:
+        """The failure record of a message dead-lettered before it became a
+        delivery (poison, or what it needed could not be had)."""
+        if self._journal is None:
+            return
+        failure = FailureRecord(
+            spec.id, spec.type, spec.domain, received, self._clock.now(), type(error).__name__, message, ""
+        )
+        self._journal.record_failure(replace(failure, dead_letter_reason=kind, correlation_id=correlation_id, ran=ran))
+
+    def _status_dead(
+        self, spec: JobSpecification, received: int, correlation_id: str | None, text: str, kind: str
+    ) -> None:
+        """A ``track_status`` job's status: dead-lettered, for ``kind``."""
+        if self._journal is not None:
+            tracker = RecordingStatusTracker(self._journal.records, spec, received, self._clock, correlation_id)
+            tracker.dead_lettered(self._clock.now(), text, kind)
 
     def _record(
         self, delivery: Delivery, error: BaseException, message: str, reason: str | None, *, ran: bool = True

@@ -17,13 +17,11 @@ from jobkit.core.clock import Clock
 from jobkit.core.errors import JobClassError, SpecError, UnknownJobType
 from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
-from jobkit.core.wire import decode
+from jobkit.core.wire import decode, is_reference
 from jobkit.declaration.config import Declaration, JobType
 from jobkit.declaration.params_schema import InvalidParams
 from jobkit.jobs.batch_check import BATCH_CHECK_TYPE, check_type
 from jobkit.jobs.canary import CANARY_TYPE, canary_type, expired
-from jobkit.payloads.reference import ParamsRef, is_reference, params_from, reference_of, resolved
-from jobkit.payloads.store import PayloadStore, PayloadUnavailable
 from jobkit.runner.attempts import Attempts
 from jobkit.runner.delivery import Delivery, LambdaContext, QueuePort, check_size, message_id_of, receive_count
 from jobkit.runner.failures import Failures
@@ -32,6 +30,8 @@ from jobkit.sqs.first_seen import enqueued_at, first_seen_at, pushed_at
 
 if TYPE_CHECKING:
     from jobkit.declaration.queues import QueueConfig
+    from jobkit.payloads.reference import ParamsRef
+    from jobkit.payloads.store import PayloadStore
 
 
 class Intake:
@@ -69,6 +69,8 @@ class Intake:
             check_size(record)
             data = decode(record["body"])
             if is_reference(data):  # its params in the payload bucket: the rest of the body is checked first
+                from jobkit.payloads.reference import reference_of, resolved
+
                 ref = reference_of(data)
                 data = resolved(data, {})
             spec = JobSpecification.from_dict(data)
@@ -79,13 +81,9 @@ class Intake:
         except SpecError as exc:
             return self._failures.poison(record, exc)
         if ref is not None:
-            try:
-                spec.params = self._fetched(ref)
-                spec.check_times(self._clock.now())  # (its root timestamp, if any, was in the params)
-            except SpecError as exc:  # missing, altered, not a job's params: it is the job's end, with the reason
-                return self._failures.poison(record, exc, spec, tracked=job_type.track_status)
-            except PayloadUnavailable as exc:
-                return self._failures.unavailable(record, spec, job_type, exc)
+            unfetched = self._fetch(record, spec, job_type, ref)
+            if unfetched is not None:
+                return unfetched
         if spec.type == CANARY_TYPE and expired(spec.params, self._clock.now()):  # `jobkit verify` gave up on it
             return RecordResult(
                 message_id_of(record),
@@ -120,14 +118,29 @@ class Intake:
             recounted=recounted,
         )
 
-    def _fetched(self, ref: ParamsRef) -> dict[str, Any]:
-        """A job's params from the payload bucket, checked as a body's would be."""
-        if self.payloads is None:
-            raise SpecError(
-                "its params are in the payload bucket, and this runner has none ($JOBKIT_PAYLOAD_BUCKET):"
-                " deploy a stack whose template has the bucket (`jobkit template`), then redrive"
-            )
-        return params_from(self.payloads.get(ref), ref)
+    def _fetch(
+        self, record: Mapping[str, Any], spec: JobSpecification, job_type: JobType, ref: ParamsRef
+    ) -> RecordResult | None:
+        """Put a job's params, from the payload bucket and checked as a body's
+        would be, into its spec; or the record's result if they cannot be had.
+        (:mod:`jobkit.payloads` is imported by a runner that meets such a job:
+        the others' cold start does not pay for it.)"""
+        from jobkit.payloads.reference import params_from
+        from jobkit.payloads.store import PayloadUnavailable
+
+        try:
+            if self.payloads is None:
+                raise SpecError(
+                    "its params are in the payload bucket, and this runner has none ($JOBKIT_PAYLOAD_BUCKET):"
+                    " deploy a stack whose template has the bucket (`jobkit template`), then redrive"
+                )
+            spec.params = params_from(self.payloads.get(ref), ref)
+            spec.check_times(self._clock.now())  # (its root timestamp, if any, was in the params)
+        except SpecError as exc:  # missing, altered, not a job's params: it is the job's end, with the reason
+            return self._failures.poison(record, exc, spec, tracked=job_type.track_status)
+        except PayloadUnavailable as exc:
+            return self._failures.unavailable(record, spec, job_type, exc)
+        return None
 
     def served_type(self, name: str) -> JobType:
         """The declared type of a message's ``type``, if this runner serves it."""
