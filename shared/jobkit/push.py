@@ -35,6 +35,7 @@ from jobkit.jobs import lazy_push
 from jobkit.jobs.children import ChildIds, derived_job_id
 from jobkit.jobs.lazy_push import ASGIApp
 from jobkit.payloads.offload import fitted
+from jobkit.payloads.options import threshold_bytes
 from jobkit.sqs import (
     MAX_JOB_BYTES,
     TYPE_ATTRIBUTE,
@@ -367,8 +368,9 @@ class JobQueueGroup(JobControlMethods, BatchMethods, ChainMethods):
         attributes = {TYPE_ATTRIBUTE: string_attribute(spec.type)}
         # The tenant of an SQS fair queue: the type's fairness key (the domain by default).
         group_id = message_group_id(job_type.fairness, spec)
-        # a job too large for a message: its params to the payload bucket, or refused
-        body, size = fitted(spec, attributes, self._shared.payloads, MAX_JOB_BYTES)
+        # over the type's threshold (with where it came from): its params to the bucket (no bucket: refused if too big)
+        threshold = threshold_bytes(job_type.offload_above_kb, MAX_JOB_BYTES + origin.size) - origin.size
+        body, size = fitted(spec, attributes, self._shared.payloads, threshold)
         # Where it came from, while it fits: a job within bytes of the limit goes without.
         if size + origin.size <= MAX_JOB_BYTES:
             attributes, size = {**attributes, **origin.attributes}, size + origin.size

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,20 +17,25 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
 from jobkit import JobSpecification
 from jobkit.cli.__main__ import main
 from jobkit.core.clock import VirtualClock
-from jobkit.core.errors import JobQueueError
+from jobkit.core.errors import ConfigError, JobQueueError
 from jobkit.core.outcome import Outcome
 from jobkit.core.spec import canonical_json, new_root_job_params
-from jobkit.declaration.config import declaration_to_dict, load_declaration
+from jobkit.declaration.config import declaration_to_dict, load_declaration, parse_declaration
 from jobkit.endpoint.lambda_handler import endpoint_from_environment
 from jobkit.endpoint.service import MAX_BODY_BYTES
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
 from jobkit.payloads.reference import params_bytes, type_prefix
 from jobkit.records.keys import JobRef
+from jobkit.sqs import TYPE_ATTRIBUTE, message_size, string_attribute
+from jobkit.ui.app import create_app
+from jobkit.ui.csrf import CsrfGuard
+from jobkit.ui.settings import UiSettings
 from jobkit.wiring import Wiring
 
 import testjobs
@@ -59,6 +65,10 @@ class = "testjobs:LargeJob"
 track_status = true
 batches = true
 params_schema = { required = ["name", "blob"] }
+
+[types.cheap]
+class = "testjobs:LargeJob"
+offload_above_kb = 64
 
 [types.reached]
 class = "testjobs:CallbackJob"
@@ -317,3 +327,107 @@ def test_the_push_endpoints_lambda_takes_a_5_mb_request_and_puts_the_params_in_t
     assert response.status == 200, response.body
     local.drain()
     assert [(job_id, seen) for job_id, seen, _ in SEEN_PARAMS] == [("posted-1", digest(params))]
+
+
+# -- a declared threshold --------------------------------------------------------------------------
+
+
+def test_a_type_with_a_threshold_offloads_what_is_over_it_and_each_message_stays_within_it(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    over, under = big("cheap", "over", mib=0.1), big("cheap", "under", mib=0.05)
+    group.push([over, under])
+    messages = local.sqs.receive_message(
+        QueueUrl=local.queue_url("cheap"), VisibilityTimeout=0, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )["Messages"]
+    versions = {json.loads(m["Body"])["id"]: json.loads(m["Body"])["v"] for m in messages}
+    assert versions == {over.id: 3, under.id: 1}
+    assert all(message_size(m["Body"], m["MessageAttributes"]) <= 64 * 1024 for m in messages)
+    local.drain()
+    assert sorted(seen for _, seen, _ in SEEN_PARAMS) == sorted([digest(over.params), digest(under.params)])
+
+
+def test_a_job_just_under_the_threshold_goes_to_the_bucket_when_its_attributes_take_it_over(
+    local: LocalStack,
+) -> None:
+    # the body and its type attribute are 10 bytes under 64 KiB; the correlation ID push adds takes it over
+    empty = big("cheap", "edge", mib=0).stamped(local.clock.now()).to_message()
+    typed = message_size(empty, {TYPE_ATTRIBUTE: string_attribute("cheap")})
+    spec = big("cheap", "edge", mib=(64 * 1024 - typed - 10) / MIB)
+    local.queue_group("wiki").push(spec)
+    [message] = local.sqs.receive_message(
+        QueueUrl=local.queue_url("cheap"), VisibilityTimeout=0, MessageAttributeNames=["All"]
+    )["Messages"]
+    assert json.loads(message["Body"])["v"] == 3
+    assert message_size(message["Body"], message["MessageAttributes"]) <= 64 * 1024
+
+
+@pytest.mark.parametrize("value", [0, 1025, "64", 64.5, True])
+def test_a_threshold_that_is_not_whole_kib_within_a_message_is_refused_naming_the_key(value: object) -> None:
+    raw = {"types": {"cheap": {"class": "testjobs:LargeJob", "offload_above_kb": value}}}
+    with pytest.raises(ConfigError, match=r"types\.cheap\.offload_above_kb: must be a whole number of KiB"):
+        parse_declaration(raw, source="jobs.toml")
+
+
+# -- the DLQ tools fetch a large dead letter's params on request ---------------------------------
+
+
+@pytest.fixture
+def dead_large(local: LocalStack) -> JobSpecification:
+    BROKEN.add("down")
+    spec = big("render", "heavy", mib=1.2, broken="down")
+    local.queue_group("wiki").push(spec)
+    local.drain()
+    assert local.queue_depth("render", dlq=True) == 1
+    local.clock.advance(1)  # (visible again)
+    return spec
+
+
+def show(jobs_toml: Path, local: LocalStack, *args: str) -> Any:
+    shown = CliRunner().invoke(
+        main, ["dlq", "show", "render", *args], obj=CliConfig(config_path=jobs_toml, clock=local.clock)
+    )
+    assert shown.exit_code == 0, shown.output
+    local.clock.advance(1)
+    return shown.output
+
+
+def test_dlq_show_fetches_a_large_dead_letters_params_only_with_params(
+    local: LocalStack, jobs_toml: Path, dead_large: JobSpecification, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBKIT_PAYLOAD_BUCKET", str(local.payload_bucket))
+    [plain] = json.loads(show(jobs_toml, local, dead_large.id, "--json"))["messages"]
+    assert set(plain["params_ref"]) == {"key", "size", "sha256"}  # where they are, not what
+    [fetched] = json.loads(show(jobs_toml, local, dead_large.id, "--params", "--json"))["messages"]
+    assert fetched["params_ref"]["params"] == dead_large.params
+    text = show(jobs_toml, local, dead_large.id)
+    assert "--params fetches them" in text and "heavyheavy" not in text
+    assert "heavyheavy" in show(jobs_toml, local, dead_large.id, "--params")
+
+
+def test_dlq_show_says_why_it_could_not_fetch_and_the_dead_letter_stays(
+    local: LocalStack, jobs_toml: Path, dead_large: JobSpecification, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [no_bucket] = json.loads(show(jobs_toml, local, dead_large.id, "--params", "--json"))["messages"]
+    assert "JOBKIT_PAYLOAD_BUCKET" in no_bucket["params_ref"]["problem"]
+    monkeypatch.setenv("JOBKIT_PAYLOAD_BUCKET", str(local.payload_bucket))
+    [stored] = objects(local)
+    local.client("s3").delete_object(Bucket=local.payload_bucket, Key=stored["Key"])
+    [gone] = json.loads(show(jobs_toml, local, dead_large.id, "--params", "--json"))["messages"]
+    assert "is not in the payload bucket" in gone["params_ref"]["problem"] and "params" not in gone["params_ref"]
+    assert local.queue_depth("render", dlq=True) == 1
+
+
+def test_the_web_views_job_page_fetches_a_large_dead_letters_params_when_its_link_asks(
+    local: LocalStack, jobs_toml: Path, dead_large: JobSpecification, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBKIT_PAYLOAD_BUCKET", str(local.payload_bucket))
+    app = create_app(CliConfig(config_path=jobs_toml, clock=local.clock), UiSettings(), csrf=CsrfGuard("t" * 32))
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    page = client.get("/types/render/job", params={"id": dead_large.id}).text
+    assert "fetch them" in page and "heavyheavy" not in page
+    local.clock.advance(1)
+    link = re.search(r'<a class="fetch-params" href="([^"]+)"', page)
+    assert link is not None
+    fetched = client.get(link.group(1).replace("&amp;", "&")).text
+    details = re.search(r"<details([^>]*)>(.*?)</details>", fetched, re.S)
+    assert details is not None and "open" in details.group(1) and "heavyheavy" in details.group(2)

@@ -15,7 +15,8 @@ from jobkit.ops.config import CliConfig
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from jobkit.ops import Scope
+    from jobkit.ops import DeadLetter, Scope
+    from jobkit.ops.dead_params import FetchedParams
 
 R = TypeVar("R")
 
@@ -110,11 +111,13 @@ def dlq_list(config: CliConfig, output: Output, target: str, limit: int, priorit
 @dlq.command(cls=OpsCommand, name="show")
 @click.argument("target")
 @click.argument("id_", metavar="ID")
+@click.option("--params", "fetch", is_flag=True, help="Fetch params kept in the payload bucket (a large job's).")
 @priority_option
 @ops_command
-def dlq_show(config: CliConfig, output: Output, target: str, id_: str, priority: str | None) -> None:
+def dlq_show(config: CliConfig, output: Output, target: str, id_: str, fetch: bool, priority: str | None) -> None:
     """One dead letter (by job or message ID): its full body, every failure record and its final attempt."""
     from jobkit.ops import find_dead_letters, resolve_scopes, views
+    from jobkit.ops.dead_params import fetch_params
 
     scopes, now = resolve_scopes(config.declaration, target, priority), config.now()
     items = [
@@ -126,10 +129,16 @@ def dlq_show(config: CliConfig, output: Output, target: str, id_: str, priority:
         raise click.ClickException(
             f"no dead letter with job or message ID {id_} in {'; '.join(s.describe() for s in scopes)}"
         )
-    output.show(
-        {"messages": [d.to_json(now, full=True) for d in items]},
-        lambda: views.dead_letter_details(items, now),
-    )
+    fetched = [fetch_params(d, config.payloads) if fetch else None for d in items]
+    shown = [{**d.to_json(now, full=True), **_params(d, f)} for d, f in zip(items, fetched, strict=True)]
+    output.show({"messages": shown}, lambda: views.dead_letter_details(items, now, fetched))
+
+
+def _params(dead: DeadLetter, fetched: FetchedParams | None) -> dict[str, Any]:
+    """A large dead letter's reference in the JSON output, with its params (or why not) once fetched."""
+    if dead.params_ref is None:
+        return {}
+    return {"params_ref": fetched.to_json() if fetched is not None else dead.params_ref.to_wire()}
 
 
 @dlq.command(cls=OpsCommand, name="redrive")

@@ -38,6 +38,7 @@ from jobkit.declaration.tracing import TRACING_OPTIONS
 from jobkit.declaration.type_options import CORE_OPTIONS, Backoff
 from jobkit.dedup.options import DEDUP_OPTIONS
 from jobkit.flow.options import DOMAIN_KEY, FLOW_OPTIONS, ConcurrencyLimit, Debounce, FlowKey, RateLimit
+from jobkit.payloads.options import PAYLOAD_OPTIONS
 from jobkit.status.options import STATUS_OPTIONS
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class JobType:
     tracing: bool = False  # a span per job (X-Ray, through Powertools Tracer), linked to the producer's trace
     params_schema: ParamsSchema | None = None  # the shape of its params, checked at push and by the runner
     priorities: tuple[tuple[str, int], ...] = ()  # its queue's priority lanes and their concurrency
+    offload_above_kb: int | None = None  # with a payload bucket: params of a larger message go there
 
     def check_params(self, job_id: str, params: Mapping[str, Any]) -> None:
         """Raise :class:`~jobkit.declaration.params_schema.InvalidParams` if ``params`` do not
@@ -152,12 +154,9 @@ class Declaration:
         raise UnknownJobType(name)
 
     def pushed_type(self, pusher: str, name: str) -> JobType:
-        """The type ``name`` that a job of type ``pusher`` pushes.
-
-        A runner's declaration holds only its queue's types and the types they
-        push (:meth:`for_runner`), on AWS as on the local stack, so a target
-        missing from the pusher's ``pushes`` is unknown there even when
-        jobs.toml declares it.
+        """The type ``name`` that a job of type ``pusher`` pushes. A runner's declaration holds only its
+        queue's types and those they push (:meth:`for_runner`), so a target missing from the pusher's
+        ``pushes`` is unknown there even when jobs.toml declares it.
 
         Raises:
             UnknownJobType: naming the type whose ``pushes`` lacks ``name``, and
@@ -346,6 +345,7 @@ TYPE_OPTIONS: tuple[TypeOption, ...] = (
     *TRACING_OPTIONS,
     *PARAMS_OPTIONS,
     *PRIORITY_OPTIONS,
+    *PAYLOAD_OPTIONS,
 )
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from jobkit.ops.local_endpoint import LocalStackIdentity
+    from jobkit.payloads.store import PayloadStore
     from jobkit.push import JobQueueGroup
     from jobkit.records.store import Records
     from jobkit.sqs import QueueDirectory
@@ -143,6 +144,11 @@ class CliConfig:
     def records(self) -> Records:
         """The jobs table: failure and status records."""
         return self.wiring.records
+
+    @property
+    def payloads(self) -> PayloadStore | None:
+        """The payload bucket (None: none configured), for a large dead letter's params."""
+        return self.wiring.payloads
 
     def queue_group(self) -> JobQueueGroup:
         return self.wiring.group()

@@ -46,6 +46,7 @@ from jobkit.sqs import CORRELATION_ATTRIBUTE, ORIGINAL_MESSAGE_ATTRIBUTE, TYPE_A
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
+    from jobkit.payloads.reference import ParamsRef
     from jobkit.records.store import Records
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class DeadLetter:
     failures: tuple[FailureRecord, ...] = ()
     final: FinalAttempt | None = None
     source_queue: str | None = None
+    params_ref: ParamsRef | None = None  # its params are in the payload bucket (see jobkit.ops.dead_params)
 
     @property
     def attributes(self) -> dict[str, str]:
@@ -265,6 +267,7 @@ def dead_letter(message: Mapping[str, Any]) -> DeadLetter:
         data=read.data,
         parse_error=read.problem if read.spec is None else None,
         verdict=poison(read.problem, read.problem_class or "SpecError") if read.problem is not None else None,
+        params_ref=read.params_ref,
     )
 
 

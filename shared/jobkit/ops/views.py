@@ -14,6 +14,7 @@ everything).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from rich.console import Console, Group, RenderableType
@@ -23,6 +24,7 @@ from rich.text import Text
 
 from jobkit.ops.bodies import safe_text
 from jobkit.ops.dead_letters import DeadLetter, DeadLetterListing
+from jobkit.ops.dead_params import FetchedParams
 from jobkit.ops.dlq import RemovalReport
 from jobkit.ops.domains import DomainsReport
 from jobkit.ops.fitted_table import Column, FittedTable
@@ -214,7 +216,7 @@ def dead_letters_table(listing: DeadLetterListing, now: float) -> FittedTable:
 CLAIMED = "claims (unverified)"
 
 
-def dead_letter_detail(dead: DeadLetter, now: float) -> RenderableType:
+def dead_letter_detail(dead: DeadLetter, now: float, fetched: FetchedParams | None = None) -> RenderableType:
     claimed = dead.claimed
     facts = _facts(
         {
@@ -238,11 +240,28 @@ def dead_letter_detail(dead: DeadLetter, now: float) -> RenderableType:
         }
     )
     body = json.dumps(dead.data, indent=2, ensure_ascii=False) if dead.data is not None else safe_text(dead.body)
-    return Group(facts, Text("body", style="bold"), Text(body), *_failures(dead.failures))
+    return Group(
+        facts, Text("body", style="bold"), Text(body), *_large_params(dead, fetched), *_failures(dead.failures)
+    )
 
 
-def dead_letter_details(items: list[DeadLetter], now: float) -> RenderableType:
-    return Group(*(dead_letter_detail(dead, now) for dead in items))
+def _large_params(dead: DeadLetter, fetched: FetchedParams | None) -> list[RenderableType]:
+    ref = dead.params_ref
+    if ref is None:
+        return []
+    title = Text(f"params (in the payload bucket, {ref.size} bytes)", style="bold")
+    if fetched is None:
+        return [title, Text("not fetched: --params fetches them")]
+    if fetched.problem is not None:
+        return [title, Text(f"could not fetch them: {fetched.problem}")]
+    return [title, Text(json.dumps(fetched.params, indent=2, ensure_ascii=False))]
+
+
+def dead_letter_details(
+    items: list[DeadLetter], now: float, fetched: Sequence[FetchedParams | None] = ()
+) -> RenderableType:
+    found = list(fetched) or [None] * len(items)
+    return Group(*(dead_letter_detail(dead, now, f) for dead, f in zip(items, found, strict=True)))
 
 
 def _identity(dead: DeadLetter) -> str:

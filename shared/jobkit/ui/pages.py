@@ -6,7 +6,8 @@ returns; nothing here decides anything the commands would not.
 
 Job params are shown only on a job's own page, folded (``<details>``): they
 may hold personal data, and an operator looking for a traceback need not see
-them.
+them. A large job's params are fetched from the payload bucket only when its
+link asks for them (``?params=1``).
 
 A job's page of a cancellable type shows its status as ``group.status`` reads
 it (:meth:`~jobkit.status.control.JobControl.status`: with a cancellation
@@ -36,6 +37,7 @@ from jobkit.ops import (
     resolve_scope,
     top_snapshot,
 )
+from jobkit.ops.dead_params import fetch_params
 from jobkit.status.control import JobControl
 from jobkit.ui.history import HistoryCache
 from jobkit.ui.overview import overview
@@ -164,6 +166,10 @@ class Pages:
             "job_id": job_id,
             "report": self._with_cancellations(job_type, report),
             "dead": dead.items,
+            # a large job's params, from the payload bucket: only when asked (?params=1)
+            "fetched": {d.message_id: fetch_params(d, config.payloads) for d in dead.items}
+            if request.query_params.get("params") == "1"
+            else {},
             "scope": scope,
             "now": now,
             # the domains its records know it in: one Cancel button each (none known: a domain field)
