@@ -431,3 +431,64 @@ def test_the_web_views_job_page_fetches_a_large_dead_letters_params_when_its_lin
     fetched = client.get(link.group(1).replace("&amp;", "&")).text
     details = re.search(r"<details([^>]*)>(.*?)</details>", fetched, re.S)
     assert details is not None and "open" in details.group(1) and "heavyheavy" in details.group(2)
+
+
+# -- an ended job's object is tagged, so the bucket removes it a day later -------------------------
+
+
+def tags(local: LocalStack, spec: JobSpecification) -> dict[str, str]:
+    [key] = [o["Key"] for o in objects(local) if f"/{spec.id}/" in o["Key"]]
+    found = local.client("s3").get_object_tagging(Bucket=local.payload_bucket, Key=key)["TagSet"]
+    return {tag["Key"]: tag["Value"] for tag in found}
+
+
+def test_the_object_of_a_job_that_ended_is_tagged_and_one_whose_message_may_come_back_is_not(
+    local: LocalStack,
+) -> None:
+    group = local.queue_group("wiki")
+    ran, twin = big("once", "same", mib=1.2), big("once", "same", mib=1.2)
+    group.push(ran)
+    local.drain()
+    group.push(twin)  # identical, enqueued after the first ran: a duplicate
+    BROKEN.add("down")
+    failing = big("render", "failing", mib=1.2, broken="down")
+    later = big("render", "later", mib=1.2).replace(release_at=local.clock.now() + 3600)
+    group.push([failing, later])
+    local.drain(until=local.clock.now() + 600)  # the failing job dead-lettered; the later one not yet released
+    assert tags(local, ran) == {"jobkit-done": "true"} and tags(local, twin) == {"jobkit-done": "true"}
+    assert tags(local, failing) == {}  # in the DLQ: shown and redriven from it
+    assert tags(local, later) == {}  # still to run
+    local.drain()
+    assert tags(local, later) == {"jobkit-done": "true"}
+    rules = local.client("s3").get_bucket_lifecycle_configuration(Bucket=local.payload_bucket)["Rules"]
+    ended = next(r for r in rules if r["ID"] == "ExpireEndedJobsParams")
+    assert ended["Expiration"]["Days"] == 1 and ended["Filter"]["And"]["Tags"] == [
+        {"Key": "jobkit-done", "Value": "true"}
+    ]
+
+
+def test_a_job_pushed_again_after_it_ended_writes_its_object_afresh_untagged_and_runs(local: LocalStack) -> None:
+    group = local.queue_group("wiki")
+    spec = big("render", "again", mib=1.2)
+    group.push(spec)
+    local.drain()
+    assert tags(local, spec) == {"jobkit-done": "true"}
+    group.push(spec.replace(release_at=local.clock.now() + 3600))  # the same job ID and params
+    assert tags(local, spec) == {}
+    local.drain()
+    assert [job_id for job_id, _, _ in SEEN_PARAMS] == [spec.id, spec.id]
+
+
+def test_a_tag_that_cannot_be_written_loses_nothing(local: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = local.runners["render"].intake.payloads
+    assert store is not None
+
+    def refused(ref: Any) -> None:
+        raise RuntimeError("AccessDenied: s3:PutObjectTagging")
+
+    monkeypatch.setattr(store, "mark_done", refused)
+    spec = big("render", "untagged", mib=1.2)
+    local.queue_group("wiki").push(spec)
+    local.drain()
+    assert [r.outcome for r in local.results.results] == [Outcome.SUCCEEDED]
+    assert local.queue_depth("render") == 0 and local.queue_depth("render", dlq=True) == 0

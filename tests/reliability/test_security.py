@@ -404,7 +404,8 @@ def test_each_roles_s3_access_is_scoped_to_its_prefix(deployments: list[tuple[De
                 s for policy in role["Properties"]["Policies"] for s in policy["PolicyDocument"]["Statement"]
             )
             assert set(found) == {"ReadOwnTypesParams", "TellMissingParams", "WriteParams"}, queue.name
-            assert as_list(found["ReadOwnTypesParams"]["Action"]) == ["s3:GetObject"]
+            # (and tag them when their job has ended: the bucket then removes them a day later)
+            assert as_list(found["ReadOwnTypesParams"]["Action"]) == ["s3:GetObject", "s3:PutObjectTagging"]
             assert object_arns(found["ReadOwnTypesParams"]) == [f"BUCKET/params/{t}/*" for t in sorted(queue.types)]
             assert as_list(found["TellMissingParams"]["Action"]) == ["s3:ListBucket"]
             assert found["TellMissingParams"]["Resource"] == {"Fn::GetAtt": ["PayloadBucket", "Arn"]}
@@ -439,9 +440,12 @@ def test_the_payload_bucket_is_encrypted_private_tls_only_and_expires_its_object
             all(bucket["PublicAccessBlockConfiguration"].values())
             and len(bucket["PublicAccessBlockConfiguration"]) == 4
         )
-        [expiry] = bucket["LifecycleConfiguration"]["Rules"]
-        assert (expiry["Prefix"], expiry["Status"]) == ("params/", "Enabled")
+        expiry, ended = bucket["LifecycleConfiguration"]["Rules"]
+        assert (expiry["Prefix"], expiry["Status"]) == ("params/", "Enabled") and "TagFilters" not in expiry
         assert expiry["ExpirationInDays"] * 86400 > MAX_RELEASE_DELAY_S + DLQ_RETENTION_S
+        # an ended job's object (its runner tags it): a day
+        assert (ended["Prefix"], ended["Status"], ended["ExpirationInDays"]) == ("params/", "Enabled", 1)
+        assert ended["TagFilters"] == [{"Key": "jobkit-done", "Value": "true"}]
         [deny] = template["Resources"]["PayloadBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
         assert (deny["Effect"], deny["Action"], deny["Condition"]) == (
             "Deny",

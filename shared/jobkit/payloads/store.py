@@ -23,6 +23,12 @@ from jobkit.payloads.reference import ParamsRef
 
 #: S3 error codes of a key that holds no object.
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
+#: The tag a runner puts on the params object of a job that ended (the bucket's
+#: lifecycle rule then removes it after :data:`DONE_EXPIRY_DAYS`).
+DONE_TAG = {"Key": "jobkit-done", "Value": "true"}
+#: Days an ended job's params object is kept: time for a late duplicate
+#: delivery of its message (SQS delivers at least once) to find it.
+DONE_EXPIRY_DAYS = 1
 
 
 class PayloadMissing(SpecError):
@@ -59,6 +65,12 @@ class PayloadStore:
             ContentType="application/json",
             ChecksumSHA256=base64.b64encode(bytes.fromhex(ref.sha256)).decode("ascii"),
         )
+
+    def mark_done(self, ref: ParamsRef) -> None:
+        """Tag the object of a job that ended, so the lifecycle rule removes it a day later, not
+        after the months a message might still name it (S3 bills its storage by the day).
+        A push of the same job again writes the object afresh, without the tag."""
+        self._client.put_object_tagging(Bucket=self.bucket, Key=ref.key, Tagging={"TagSet": [DONE_TAG]})
 
     def get(self, ref: ParamsRef) -> bytes:
         """A job's params, as uploaded.

@@ -30,6 +30,7 @@ from jobkit.status.tracker import NO_STATUS, StatusTracker
 
 if TYPE_CHECKING:
     from jobkit.jobs.job import Job
+    from jobkit.payloads.reference import ParamsRef
     from jobkit.sqs.attributes import AttributeValue
     from jobkit.status.cancel import CancelWatch
 
@@ -111,6 +112,7 @@ class Delivery:
     debounce_registration: str | None = None
     recounted: bool = False
     cancel_watch: CancelWatch | None = None
+    params_ref: ParamsRef | None = None  # its params came from the payload bucket (jobkit.payloads)
     _notes: dict[object, Any] = field(default_factory=dict, repr=False)
 
     def note(self, owner: object, value: Any) -> None:

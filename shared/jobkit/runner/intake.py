@@ -116,6 +116,7 @@ class Intake:
             pushed_at=ordered_at,
             stamped_at=stamped,
             recounted=recounted,
+            params_ref=ref,
         )
 
     def _fetch(

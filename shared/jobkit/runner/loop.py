@@ -118,7 +118,9 @@ class Runner:
         self._hand_back = Requeue(queues, journal, self._failures)
         self._ran_in_batch = self._handing_back = False
         job_types = tuple(declaration.types[name] for name in self.queue.types)
-        kit = StageKit(self.queue, queues, self._clock, records, dedup, journal, metrics, group_factory, job_types)
+        kit = StageKit(
+            self.queue, queues, self._clock, records, dedup, journal, metrics, group_factory, job_types, payloads
+        )
         self.stages = list(stages) if stages is not None else standard_stages(kit, self._failures)
         limits = {t.name: t.batch_concurrency for t in job_types}
         self._side_by_side = SideBySide(limits, limited={t.name for t in job_types if t.concurrency is not None})

@@ -2,7 +2,8 @@
 (:mod:`jobkit.payloads`). Encrypted at rest, closed to the public, TLS only,
 versioning off (an object is written once, under a key that holds its hash),
 and every object expired once no message is likely to name it any more
-(:data:`PAYLOAD_EXPIRY_DAYS`). The
+(:data:`PAYLOAD_EXPIRY_DAYS`), or a day after its job ended (a runner tags it:
+:mod:`jobkit.runner.stages.payload_done`). The
 local stack creates it from these properties too (:mod:`jobkit.local.provision`).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from jobkit.core.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S
 from jobkit.core.spec import MAX_RELEASE_DELAY_S
 from jobkit.payloads.reference import KEY_PREFIX, type_prefix
+from jobkit.payloads.store import DONE_EXPIRY_DAYS, DONE_TAG
 from jobkit.template.checkov import checkov_skips
 
 #: Days a params object is kept: the longest a job may wait for its release
@@ -56,7 +58,14 @@ def payload_bucket() -> dict[str, Any]:
                         "Prefix": KEY_PREFIX,
                         "ExpirationInDays": PAYLOAD_EXPIRY_DAYS,
                         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
-                    }
+                    },
+                    {  # the params of a job that ended: a runner tags them (jobkit.runner.stages.payload_done)
+                        "Id": "ExpireEndedJobsParams",
+                        "Status": "Enabled",
+                        "Prefix": KEY_PREFIX,
+                        "TagFilters": [DONE_TAG],
+                        "ExpirationInDays": DONE_EXPIRY_DAYS,
+                    },
                 ]
             },
         },
@@ -89,7 +98,8 @@ def _objects(types: Iterable[str]) -> list[dict[str, Any]]:
 def payload_statements(*, read: Iterable[str] = (), write: bool = False) -> list[dict[str, Any]]:
     """IAM statements on the payload bucket: read the params of the ``read``
     types (and list the bucket, so that a missing object answers 404, not 403:
-    the keys name types, domains and job IDs, never params), and, with
+    the keys name types, domains and job IDs, never params) and tag them
+    when their job has ended, and, with
     ``write``, write params objects (``params/*``, whatever the types: an
     object runs nothing, and a runner reads only the object its message names
     by the job's own key, and sending that message is SQS's permission).
@@ -98,7 +108,12 @@ def payload_statements(*, read: Iterable[str] = (), write: bool = False) -> list
     read = sorted(set(read))
     if read:
         statements.append(
-            {"Sid": "ReadOwnTypesParams", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": _objects(read)}
+            {
+                "Sid": "ReadOwnTypesParams",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObjectTagging"],  # the tag: the job has ended
+                "Resource": _objects(read),
+            }
         )
         statements.append(
             {

@@ -30,6 +30,7 @@ from jobkit.runner.stage import Stage
 
 if TYPE_CHECKING:
     from jobkit.jobs.job import QueueGroup
+    from jobkit.payloads.store import PayloadStore
     from jobkit.records.store import Records
 
 
@@ -48,6 +49,7 @@ class StageKit:
     metrics: MetricsPort | None = None
     group_factory: Callable[[str | None], QueueGroup] | None = None
     job_types: tuple[JobType, ...] = ()  # the queue's types, for the stages their options call for
+    payloads: PayloadStore | None = None  # the payload bucket, where large jobs' params are
 
     @property
     def has_table(self) -> bool:
@@ -99,6 +101,7 @@ class When:
 ALWAYS = When("always", lambda kit: True)
 WITH_METRICS = When("metrics are reported", lambda kit: kit.metrics is not None)
 WITH_TABLE = When("the runner has the jobs table", lambda kit: kit.has_table)
+WITH_PAYLOADS = When("the runner has the payload bucket", lambda kit: kit.payloads is not None)
 
 
 def table_and_option(option: str) -> When:
@@ -146,6 +149,12 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     # Status before cancellation, which ends a tracked job's status as cancelled
     StageSpec("status", _M + "status:Status", ALWAYS, "a `track_status` job's status record, from its outcome"),
+    StageSpec(
+        "large params done",
+        _M + "payload_done:PayloadDone",
+        WITH_PAYLOADS,
+        "tags the params object of a large job that ended (not dead-lettered), so the bucket removes it a day later",
+    ),
     # A batch counts its members' ends late: after every stage that can end a record.
     StageSpec(
         "batch",
