@@ -73,12 +73,35 @@ def local_stack_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def large_payloads_table(r: dict[str, Any]) -> str:
+    large = r["large_payloads"]
+    lines = [
+        "| params | kept | message | SQS | Lambda | S3 | total per million jobs | push CPU | run CPU |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, row in large["sizes"].items():
+        for kept, figures in row.items():
+            cost = figures["dollars_per_million_jobs"]
+            lines.append(
+                f"| {int(size) / 1e6:g} MB | {kept} | {figures['message_bytes']:,} B | ${cost['sqs']:.2f} |"
+                f" ${cost['lambda']:.2f} | ${cost['s3']:.2f} | **${cost['total']:.2f}** |"
+                f" {figures['push_cpu_us_per_job'] / 1000:.2f} ms | {figures['run_cpu_us_per_job'] / 1000:.2f} ms |"
+            )
+    lines += [
+        "",
+        f"Offloading costs less than inline from about **{large['break_even_kib']} KiB** of params"
+        f" (measured {r['date']} by `make bench`).",
+    ]
+    return "\n".join(lines)
+
+
 #: (file, region name) -> how the region is rendered.
 REGIONS: dict[tuple[str, str], Callable[[dict[str, Any]], str]] = {
     ("README.md", "bench-time"): bench_time,
     ("README.md", "soak"): soak_sentence,
     ("README.md", "local-stack"): local_stack_table,
     ("docs/reliability.md", "soak"): soak_table,
+    ("docs/benchmarks.md", "large-payloads"): large_payloads_table,
 }
 
 

@@ -26,6 +26,7 @@ import baseline
 import bench_coldstart
 import bench_fanout
 import bench_flow_control
+import bench_large_payloads
 import bench_long_delay
 import bench_push
 import bench_round_trips
@@ -71,6 +72,9 @@ def main() -> None:
     results["long_delay"] = bench_long_delay.run(3600 if args.small else 86_400)
     results["cost"] = cost_model.run(
         results["runner"], results["round_trips"], results["coldstart"], results["side_by_side"]
+    )
+    results["large_payloads"] = bench_large_payloads.run(
+        {10_000: 20, 100_000: 10, 1_000_000: 4, 5_000_000: 2} if args.small else None
     )
     results["verify"] = bench_verify.run()  # no smaller size: its chain takes 20 s whatever the stack
     if args.small:
@@ -136,6 +140,18 @@ def soak_figures(soaked: soak.SoakResult) -> dict[str, Any]:
         "wall_s": round(soaked.seconds, 1),
         "balanced": soaked.balanced,
     }
+
+
+def large_payloads_line(large: dict[str, Any]) -> str:
+    mb, five = large["sizes"]["1000000"], large["sizes"]["5000000"]["offloaded"]
+    inline, offloaded = (mb[kept]["dollars_per_million_jobs"]["total"] for kept in ("inline", "offloaded"))
+    return (
+        f"**Large params**, per million jobs: 1 MB of params inline ${inline:.2f},"
+        f" offloaded to the payload bucket ${offloaded:.2f}; 5 MB (offloaded"
+        f" only) ${five['dollars_per_million_jobs']['total']:.2f}. Push CPU per 5 MB job"
+        f" {five['push_cpu_us_per_job'] / 1000:.1f} ms, the runner's {five['run_cpu_us_per_job'] / 1000:.1f} ms (fetch,"
+        f" SHA-256, JSON). Offloading costs less only from about {large['break_even_kib']} KiB: docs/benchmarks.md."
+    )
 
 
 def render(r: dict[str, Any]) -> str:
@@ -273,6 +289,8 @@ def render(r: dict[str, Any]) -> str:
         f"{r['long_delay']['sqs_requests']} SQS requests ({r['long_delay']['sqs_sends']} sends), "
         f"{r['long_delay']['dynamodb_requests']} DynamoDB requests, and ran "
         f"{r['long_delay']['ran_late_s']} s after its release (docs/benchmarks.md compares a schedule per job).",
+        "",
+        large_payloads_line(r["large_payloads"]),
         "",
         f"**`jobkit verify`** on the example stack ({r['verify']['queues']} queues, deployed from its template): "
         f"{r['verify']['seconds']} s, exit status {r['verify']['exit_status']}. Per queue, verify itself made "

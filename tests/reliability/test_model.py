@@ -108,17 +108,19 @@ from jobkit.declaration.config import load_declaration
 from jobkit.declaration.lanes import lane_key
 from jobkit.local import LocalStack
 from jobkit.local.moto_patches import has_receivable
-from jobkit.local.stack import ACCOUNT_ID
+from jobkit.local.stack import ACCOUNT_ID, CREDENTIALS
 from jobkit.ops.cancel import lifter
 from jobkit.ops.dead_letters import DeadLetter
 from jobkit.ops.redrive import REDRIVE_VISIBILITY_S, redrive
 from jobkit.ops.scope import Scope, resolve_scopes
+from jobkit.payloads.store import PayloadStore
 from jobkit.push import derived_job_id
 from jobkit.records import JobRuns
 from jobkit.records.batches import ENDS, PENDING, BatchRef
 from jobkit.records.keys import JobRef
 from jobkit.records.leases import Leases
 from jobkit.sqs import TYPE_ATTRIBUTE, string_attribute
+from jobkit.wiring import AwsClients
 
 import testjobs
 from conftest import FIXTURES, START
@@ -156,12 +158,20 @@ _DECLARED = load_declaration(FIXTURES / "reliability.toml")
 #: and a high priority lane on the queues of the same (shared: once and leaf), a parent's children's included.
 _LANED = ("plain", "once", "leaf", "limited", "debounced", "parent")
 LANE = "high"
+#: Every type puts the params of a message over 1 KiB in the payload bucket: the app's large pushes
+#: (padded params) and larger messages of its own (a batch member's, a root's) go through it.
 _TYPES = {
     n: dataclasses.replace(
-        t, cancellable=n in _CANCELLABLE, batches=n in _BATCHED, priorities=((LANE, 2),) if n in _LANED else ()
+        t,
+        cancellable=n in _CANCELLABLE,
+        batches=n in _BATCHED,
+        priorities=((LANE, 2),) if n in _LANED else (),
+        offload_above_kb=1,
     )
     for n, t in _DECLARED.types.items()
 }
+#: What the app adds to the params of each job it pushes while it pushes large ones: 1,200 bytes.
+PAD = "p" * 1200
 _TYPES["reached"] = dataclasses.replace(
     _TYPES["plain"],
     name="reached",
@@ -263,8 +273,12 @@ class Harness:
         self.clock = VirtualClock(START)
         self.stack = LocalStack(DECLARATION, clock=self.clock, seed=7).start()
         testjobs.use_clock(self.clock)
-        sqs, dynamodb = self.stack.sqs, self.stack.dynamodb
-        self.sent = SentJobs(sqs, key=by_job, now=self.clock.now)
+        sqs, dynamodb, s3 = self.stack.sqs, self.stack.dynamodb, self.stack.client("s3")
+        # (the ledger reads large jobs' params with a client of its own: the faults are on the stack's)
+        own = AwsClients(region=self.stack.region, endpoint_url=self.stack.endpoint_url, credentials=CREDENTIALS)
+        bucket = self.stack.payload_bucket
+        assert bucket is not None
+        self.sent = SentJobs(sqs, key=by_job, now=self.clock.now, payloads=PayloadStore(own.client("s3"), bucket))
         # every result, with the (virtual) time the runner reported it: the hold clock's evidence
         self.timed: list[tuple[float, RecordResult]] = []
         record = self.stack.results.record
@@ -296,6 +310,10 @@ class Harness:
             "DeleteMessage": FailCalls(sqs, "sqs.DeleteMessage", codes=[SQS_SERVER_ERROR]),
             "ReceiveMessage": FailCalls(sqs, "sqs.ReceiveMessage", codes=[SQS_THROTTLE]),
             "DeleteMessageBatch": FailCalls(sqs, "sqs.DeleteMessageBatch", codes=[SQS_SERVER_ERROR]),
+            # the payload bucket: an upload (the push fails, nothing is sent), a fetch (retried), a tag (kept)
+            "PutObject": FailCalls(s3, "s3.PutObject", codes=[("SlowDown", 503)]),
+            "GetObject": FailCalls(s3, "s3.GetObject", codes=[("InternalError", 500), ("SlowDown", 503)]),
+            "PutObjectTagging": FailCalls(s3, "s3.PutObjectTagging", codes=[("InternalError", 500)]),
         }
         self.disarm()
         self.examples = 0
@@ -347,6 +365,11 @@ class Harness:
     @staticmethod
     def _count(fault: FailCalls | FailBatchEntries) -> int:
         return fault.failed_calls if isinstance(fault, FailCalls) else fault.failed_entries
+
+    def large(self) -> int:
+        """Params objects in the payload bucket: every large job pushed (an object a push overwrote counts once)."""
+        listed = self.stack.client("s3").get_paginator("list_objects_v2").paginate(Bucket=self.stack.payload_bucket)
+        return sum(page.get("KeyCount", 0) for page in listed)
 
     def disarm(self) -> None:
         for fault in self.faults.values():
@@ -429,6 +452,7 @@ class JobModel(RuleBasedStateMachine):
         self.chains_started: dict[str, bool] = {}
         self.table_faults_before = self._table_faults()
         self.lane: str | None = None  # the lane the app pushes to now (None: each queue's own)
+        self.large = False  # the app pushes large jobs now: their params go to the payload bucket
         self.pushed_in: dict[str, str | None] = {}  # a parent's key -> the lane it was pushed to
 
     def _table_faults(self) -> int:
@@ -448,17 +472,26 @@ class JobModel(RuleBasedStateMachine):
     def _push(self, specs: list[JobSpecification]) -> None:
         self.h.jobs += len(specs)
         with contextlib.suppress(JobQueueError):  # the ledger counts what SQS accepted
-            self.group.push([self._in_lane(spec) for spec in specs])
+            self.group.push([self._in_lane(self._sized(spec)) for spec in specs])
+
+    def _sized(self, spec: JobSpecification) -> JobSpecification:
+        """The spec with a pad in its params while the app pushes large jobs (its params go to the bucket)."""
+        return spec.replace(params={**spec.params, "pad": PAD}) if self.large else spec
 
     def _in_lane(self, spec: JobSpecification) -> JobSpecification:
         """The spec in the lane the app pushes to now, if its queue has it."""
         queue = DECLARATION.queues[DECLARATION.types[spec.type].queue]
         return spec if self.lane is None or queue.lane(self.lane) is None else spec.replace(priority=self.lane)
 
-    @initialize(lane=st.sampled_from([None, LANE]))
-    def start_in_a_lane(self, lane: str | None) -> None:
-        # half the examples push to the high lane from their first push
-        self.lane = lane
+    @initialize(lane=st.sampled_from([None, LANE]), large=st.booleans())
+    def start_in_a_lane(self, lane: str | None, large: bool) -> None:
+        # half the examples push to the high lane from their first push, and half push large jobs
+        self.lane, self.large = lane, large
+
+    @rule(large=st.booleans())
+    def switch_sizes(self, large: bool) -> None:
+        # the app's next pushes are large (params in the payload bucket), or small
+        self.large = large
 
     @rule(lane=st.sampled_from([None, LANE]))
     def switch_lanes(self, lane: str | None) -> None:
@@ -1072,6 +1105,10 @@ class JobModel(RuleBasedStateMachine):
     def sqs_fault(self, fault: str, calls: int) -> None:
         self.h.faults[fault].remaining = calls
 
+    @rule(fault=st.sampled_from(["PutObject", "GetObject", "PutObjectTagging"]), calls=st.integers(1, 3))
+    def s3_fault(self, fault: str, calls: int) -> None:
+        self.h.faults[fault].remaining = calls
+
     # -- the end ----------------------------------------------------------------------------
 
     def teardown(self) -> None:
@@ -1111,6 +1148,13 @@ class JobModel(RuleBasedStateMachine):
         # back, and its next delivery ran it again (it is no deliver_once), as after a crash
         sent_back = {by_job(r.job_type, r.domain, r.job_id or "") for r in self.h.stack.results.results if r.send_back}
         self.lost |= sent_back
+        # a receive whose params the bucket could not give (an injected fault) spent an attempt, unrun
+        unfetched = {
+            by_job(r.job_type, r.domain, r.job_id or "")
+            for r in self.h.stack.results.results
+            if (r.error or "").startswith("PayloadUnavailable")
+        }
+        self.lost |= unfetched
         disturbed = self.lost | self.crashed
         for key in self.h.sent.keys:
             fate = evidence[key]
@@ -1357,6 +1401,8 @@ class JobModel(RuleBasedStateMachine):
                 "jobkit.error", ""
             ):
                 allowed.add("internal_error")  # an injected fault failed its hop on the last receive SQS allows
+            if attributes["jobkit.errorClass"] == "PayloadUnavailable" and fate.key in disturbed:
+                allowed.add("unavailable")  # an injected fault kept its params from its last receive
             assert attributes["jobkit.reason"] in allowed, attributes
             assert attributes["jobkit.errorClass"] and attributes["jobkit.error"], attributes
             return
@@ -1603,6 +1649,7 @@ def test_every_pushed_job_ends_in_exactly_one_terminal_category(
         f"in {elapsed:.1f} s; {harness.cancels} cancellations, {harness.cancelled} jobs cancelled;"
         f" {harness.redriven} dead letters redriven by copy; {harness.batches} batches;"
         f" {harness.lane_runs} runs in a priority lane, {harness.lane_resends} jobs sent to one again;"
+        f" {harness.large()} jobs' params in the payload bucket;"
         f" faults injected: {harness.injected()}"
     )
     assert harness.examples >= EXAMPLES

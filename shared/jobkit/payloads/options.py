@@ -4,12 +4,15 @@ job's params in the payload bucket (:mod:`jobkit.payloads.offload`).
 ::
 
     [types.renderReport]
-    offload_above_kb = 64      # every job costs one SQS request; larger params go to S3
+    offload_above_kb = 256     # params of a larger message go to the payload bucket
 
-By default only a job that would not fit in a message is offloaded. SQS bills
-each 64 KiB of a message as one request, so a lower threshold can cost less:
-docs/benchmarks.md compares the two. Without a payload bucket the key does
-nothing, and a job too large for a message is refused at push.
+By default only a job that would not fit in a message is offloaded, and that
+is also the cheapest: SQS bills each 64 KiB of a message as one request, but
+an offloaded job's three S3 requests cost as much as 26 of them, so inline
+costs less up to about 1 MiB (docs/benchmarks.md). A lower threshold keeps
+large bodies out of Lambda's 6 MB events and out of DLQs. Without a payload
+bucket the key does nothing, and a job too large for a message is refused at
+push.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ PAYLOAD_OPTIONS = (
         _kib,
         "(a full message)",
         "with a payload bucket, put the params of a job whose SQS message would be over this many KiB in"
-        " the bucket and send a reference to them: SQS bills each 64 KiB of a message as one request, so 64"
-        " keeps every send to one (docs/benchmarks.md compares the costs); without a bucket it does nothing",
+        " the bucket and send a reference to them; lower it to keep large bodies out of batches and DLQs,"
+        " not for cost: below about 1 MiB inline costs less (docs/benchmarks.md); without a bucket it does"
+        " nothing",
     ),
 )
 
