@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Final outcomes whose message no one needs again: the DLQ keeps the others'.
+#: Final outcomes whose message the DLQ keeps: their objects stay for `dlq show --params` and the redrive.
 _KEPT = frozenset({Outcome.DEAD_LETTERED, Outcome.POISONED})
 
 
