@@ -27,9 +27,9 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.local
 	$(BIN)/jobkit demo
 
-# The suite on each core (at most 4), a test file to a worker: its module fixtures are built once.
+# The suite on each core (at most 4); an idle worker takes tests queued for a busy one.
 test: $(VENV)/.dev
-	$(BIN)/pytest -n auto --maxprocesses 4 --dist loadfile
+	$(BIN)/pytest -n auto --maxprocesses 4 --dist worksteal
 
 # Reproducible measurements: results to benchmarks/results/, the table into the README.
 bench: $(VENV)/.dev

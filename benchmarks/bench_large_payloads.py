@@ -11,25 +11,24 @@ received from the queue, as many to an event as fit Lambda's 6 MB.
 
 Then priced per million jobs (cost_model.PRICES, and S3's list prices below):
 SQS bills each 64 KiB chunk of a request's payload as one request; an
-offloaded job adds an S3 PUT (push), a GET and a tag (its runner: the tag lets
-the bucket remove the object a day after the job ended), the object's storage
-until then, and the fetch's wait in Lambda's billed duration (a typical
-in-region figure, not measured here).
+offloaded job adds an S3 PUT (push), a GET and a PUT of the mark that says it
+ended (its runner, which then removes the object: S3 does not bill deletes),
+the object's storage until then, and the fetch's wait in Lambda's billed
+duration (a typical in-region figure, not measured here).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 from _common import ROOT, ApiCalls, aws_environment, moto_server
 
 SIZES = (10_000, 100_000, 1_000_000, 5_000_000)
-#: S3 Standard, us-east-1, 2025 list prices (a tag is a PUT request; DELETE and lifecycle expiry are free)
+#: S3 Standard, us-east-1, 2025 list prices (DELETE and lifecycle expiry are free)
 S3_PRICES = {"put_per_thousand": 0.005, "get_per_thousand": 0.0004, "storage_per_gb_month": 0.023}
-#: Days an ended job's object is billed: the rule's day, and S3 runs lifecycle rules once a day
-ENDED_OBJECT_DAYS = 2
+#: Hours an object is billed: from its push to its job's end (its runner removes it), taken as an hour
+STORED_HOURS = 1.0
 #: A GET's first byte, and the rate of its body into a 256 MB function (typical figures, not measured)
 S3_FIRST_BYTE_MS, S3_BYTES_PER_S = 20.0, 50e6
 
@@ -108,17 +107,18 @@ def priced(figures: dict[str, Any], size: int, offloaded: bool) -> dict[str, flo
     p = cost_model.PRICES
     message = figures["message_bytes"]
     invoked = cost_model.batches(message)[1]
+    # PUTs: the push's upload, and the runner's mark that the job ended
     s3_put = figures["push_requests_per_job"].get("s3.PutObject", 0.0)
+    s3_put += figures["run_requests_per_job"].get("s3.PutObject", 0.0)
     s3_get = figures["run_requests_per_job"].get("s3.GetObject", 0.0)
-    s3_tag = figures["run_requests_per_job"].get("s3.PutObjectTagging", 0.0)
     fetch_ms = (S3_FIRST_BYTE_MS + size / S3_BYTES_PER_S * 1000) * s3_get
     duration_s = figures["run_cpu_us_per_job"] / 1e6 + fetch_ms / 1000
-    stored_gb_months = size / 1024**3 * ENDED_OBJECT_DAYS / 30 if offloaded else 0.0
+    stored_gb_months = size / 1024**3 * STORED_HOURS / (30 * 24) if offloaded else 0.0
     costs = {
         "sqs": cost_model.sqs_requests_per_job(message) * p["sqs_per_million_requests"],
         "lambda": p["lambda_per_million_requests"] / invoked
         + duration_s * cost_model.MEMORY_GB * p["lambda_arm64_per_gb_second"] * 1e6,
-        "s3": (s3_put + s3_tag) * S3_PRICES["put_per_thousand"] * 1000
+        "s3": s3_put * S3_PRICES["put_per_thousand"] * 1000
         + s3_get * S3_PRICES["get_per_thousand"] * 1000
         + stored_gb_months * S3_PRICES["storage_per_gb_month"] * 1e6,
     }
@@ -126,21 +126,19 @@ def priced(figures: dict[str, Any], size: int, offloaded: bool) -> dict[str, flo
     return {name: round(value, 2) for name, value in costs.items()}
 
 
-def break_even_kib() -> int:
-    """The params size over which offloading costs less than inline, from the prices alone:
-    an inline job pays its 64 KiB chunks twice (send and receive), an offloaded one S3's
-    three requests and a day or two of storage (the fetch's wait and the CPU aside)."""
+def break_even_kib(message_bytes: float = 400) -> int:
+    """The params size over which offloading costs less than inline, priced as :func:`priced`
+    prices SQS and S3: an inline job's body in its 64 KiB chunks, sent and received; an
+    offloaded one's small message, S3's three requests and its storage (the fetch's wait
+    and the CPU aside)."""
     import cost_model
 
-    chunk = cost_model.SQS_CHUNK
+    sqs = cost_model.PRICES["sqs_per_million_requests"] / 1e6
     s3_fixed = 2 * S3_PRICES["put_per_thousand"] / 1000 + S3_PRICES["get_per_thousand"] / 1000
-    sqs_per_chunk = 2 * cost_model.PRICES["sqs_per_million_requests"] / 1e6
-    for size in range(chunk, 1024 * 1024 + 1, 1024):
-        inline = 2 * math.ceil(size / chunk) * cost_model.PRICES["sqs_per_million_requests"] / 1e6
-        offloaded = (
-            sqs_per_chunk + s3_fixed + size / 1024**3 * ENDED_OBJECT_DAYS / 30 * S3_PRICES["storage_per_gb_month"]
-        )
-        if offloaded < inline:
+    offloaded_sqs = cost_model.sqs_requests_per_job(message_bytes) * sqs
+    for size in range(cost_model.SQS_CHUNK, 1024 * 1024 + 1, 1024):
+        stored = size / 1024**3 * STORED_HOURS / (30 * 24) * S3_PRICES["storage_per_gb_month"]
+        if offloaded_sqs + s3_fixed + stored < cost_model.sqs_requests_per_job(size) * sqs:
             return size // 1024
     return 1024  # never, within a message
 
@@ -179,7 +177,7 @@ def run(jobs: dict[int, int] | None = None) -> dict[str, Any]:
         "sizes": results,
         "s3_prices": S3_PRICES,
         "assumptions": {
-            "ended_object_days": ENDED_OBJECT_DAYS,
+            "stored_hours": STORED_HOURS,
             "s3_first_byte_ms": S3_FIRST_BYTE_MS,
             "s3_bytes_per_s": S3_BYTES_PER_S,
         },

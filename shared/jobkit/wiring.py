@@ -67,6 +67,8 @@ class AwsClients:
             "read_timeout": 2,
             "max_pool_connections": 12,
         },
+        # a stalled fetch must not take a batch's whole timeout (a read timeout is per read, not per object)
+        "s3": {"retries": {"mode": "standard", "max_attempts": 3}, "connect_timeout": 2, "read_timeout": 10},
     }
     _DEFAULT_CONFIG: Mapping[str, Any] = {"retries": {"mode": "standard", "max_attempts": 3}}
 

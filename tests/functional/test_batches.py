@@ -71,6 +71,12 @@ pushes = ["page"]
 [types.other]
 class = "testjobs:CallbackJob"
 queue = "reached"
+
+[types.settled]
+class = "testjobs:ScriptedJob"
+batches = true
+track_status = true
+debounce = { key = "params.page", wait_s = 30, max_wait_s = 300 }
 """
 
 
@@ -148,6 +154,24 @@ def test_a_batch_with_a_failure_completes_once_and_succeeds_once_its_failure_is_
     assert len(summaries("on_complete")) == 1
     status = group.batch_status(batch.id)
     assert status is not None and status.counts.failures == 0 and set(status.fired) == {"on_complete", "on_success"}
+
+
+def test_a_debounced_member_pushed_twice_ends_once_when_it_runs_not_when_its_first_copy_is_debounced(
+    local: LocalStack,
+) -> None:
+    group = local.queue_group("wiki")
+    spec = JobSpecification("settled", {"page": "Main Page", "script": {}}, id="settle-1")
+    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
+        batch.push([spec])
+        local.clock.advance(1)
+        batch.push([spec])  # the same job again (a retried request): the later push owns the window's run
+    local.drain()
+    outcomes = [r.outcome for r in local.results.results if r.job_type == "settled"]
+    assert Outcome.DEBOUNCED in outcomes and outcomes[-1] is Outcome.SUCCEEDED
+    [summary] = summaries("on_complete")
+    assert (summary["total"], summary["succeeded"], summary["skipped"]) == (1, 1, 0)
+    status = group.status("settled", spec.id)
+    assert status is not None and status.state == "succeeded"
 
 
 def test_the_jobs_a_member_pushes_join_its_batch_and_it_ends_after_the_last(local: LocalStack) -> None:

@@ -433,16 +433,14 @@ def test_the_web_views_job_page_fetches_a_large_dead_letters_params_when_its_lin
     assert details is not None and "open" in details.group(1) and "heavyheavy" in details.group(2)
 
 
-# -- an ended job's object is tagged, so the bucket removes it a day later -------------------------
+# -- an ended job's object is removed, and a mark says so -------------------------------------------
 
 
-def tags(local: LocalStack, spec: JobSpecification) -> dict[str, str]:
-    [key] = [o["Key"] for o in objects(local) if f"/{spec.id}/" in o["Key"]]
-    found = local.client("s3").get_object_tagging(Bucket=local.payload_bucket, Key=key)["TagSet"]
-    return {tag["Key"]: tag["Value"] for tag in found}
+def keys_of(local: LocalStack, spec: JobSpecification) -> list[str]:
+    return sorted(o["Key"].rsplit("/", 1)[1].split(".", 1)[1] for o in objects(local) if f"/{spec.id}/" in o["Key"])
 
 
-def test_the_object_of_a_job_that_ended_is_tagged_and_one_whose_message_may_come_back_is_not(
+def test_the_object_of_a_job_that_ended_is_removed_and_one_whose_message_may_come_back_is_kept(
     local: LocalStack,
 ) -> None:
     group = local.queue_group("wiki")
@@ -455,40 +453,58 @@ def test_the_object_of_a_job_that_ended_is_tagged_and_one_whose_message_may_come
     later = big("render", "later", mib=1.2).replace(release_at=local.clock.now() + 3600)
     group.push([failing, later])
     local.drain(until=local.clock.now() + 600)  # the failing job dead-lettered; the later one not yet released
-    assert tags(local, ran) == {"jobkit-done": "true"} and tags(local, twin) == {"jobkit-done": "true"}
-    assert tags(local, failing) == {}  # in the DLQ: shown and redriven from it
-    assert tags(local, later) == {}  # still to run
+    assert [k.split(".")[1] for k in keys_of(local, ran)] == ["ended"]  # (the push's own digits, then the mark)
+    assert [k.split(".")[1] for k in keys_of(local, twin)] == ["ended"]
+    assert [k.split(".")[1] for k in keys_of(local, failing)] == ["json"]  # in the DLQ: shown and redriven from it
+    assert [k.split(".")[1] for k in keys_of(local, later)] == ["json"]  # still to run
     local.drain()
-    assert tags(local, later) == {"jobkit-done": "true"}
-    rules = local.client("s3").get_bucket_lifecycle_configuration(Bucket=local.payload_bucket)["Rules"]
-    ended = next(r for r in rules if r["ID"] == "ExpireEndedJobsParams")
-    assert ended["Expiration"]["Days"] == 1 and ended["Filter"]["And"]["Tags"] == [
-        {"Key": "jobkit-done", "Value": "true"}
-    ]
+    assert [k.split(".")[1] for k in keys_of(local, later)] == ["ended"]
 
 
-def test_a_job_pushed_again_after_it_ended_writes_its_object_afresh_untagged_and_runs(local: LocalStack) -> None:
+def test_a_late_copy_of_a_large_job_that_ended_is_acknowledged_and_its_status_stays(local: LocalStack) -> None:
+    spec = big("tracked", "late", mib=1.2)
+    local.queue_group("wiki").push(spec)
+    [message] = local.sqs.receive_message(QueueUrl=local.queue_url("tracked"), VisibilityTimeout=0)["Messages"]
+    local.drain()
+    # the same message again: a delete that was lost, SQS's at-least-once
+    local.sqs.send_message(QueueUrl=local.queue_url("tracked"), MessageBody=message["Body"])
+    local.drain()
+    assert [r.outcome for r in local.results.results] == [Outcome.SUCCEEDED, Outcome.REDELIVERED]
+    assert "removed when its job ended" in (local.results.results[1].reason or "")
+    status = local.queue_group("wiki").status("tracked", spec.id)
+    assert status is not None and status.state == "succeeded"
+    assert local.queue_depth("tracked", dlq=True) == 0
+
+
+def test_two_pushes_of_one_job_have_objects_of_their_own_so_the_first_ending_takes_nothing_from_the_second(
+    local: LocalStack,
+) -> None:
     group = local.queue_group("wiki")
     spec = big("render", "again", mib=1.2)
     group.push(spec)
-    local.drain()
-    assert tags(local, spec) == {"jobkit-done": "true"}
-    group.push(spec.replace(release_at=local.clock.now() + 3600))  # the same job ID and params
-    assert tags(local, spec) == {}
+    group.push(spec.replace(release_at=local.clock.now() + 2 * 86400))  # the same job ID and params, pushed again
+    local.drain(until=local.clock.now() + 600)
+    assert sorted(k.split(".")[1] for k in keys_of(local, spec)) == ["ended", "json"]
     local.drain()
     assert [job_id for job_id, _, _ in SEEN_PARAMS] == [spec.id, spec.id]
+    assert [r.outcome for r in local.results.results][-1] is Outcome.SUCCEEDED
 
 
-def test_a_tag_that_cannot_be_written_loses_nothing(local: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mark_that_cannot_be_written_loses_nothing_and_keeps_the_object(
+    local: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = local.runners["render"].intake.payloads
     assert store is not None
 
     def refused(ref: Any) -> None:
-        raise RuntimeError("AccessDenied: s3:PutObjectTagging")
+        raise RuntimeError("AccessDenied: s3:PutObject")
 
-    monkeypatch.setattr(store, "mark_done", refused)
-    spec = big("render", "untagged", mib=1.2)
+    monkeypatch.setattr(store, "end", refused)
+    spec = big("render", "unmarked", mib=1.2)
     local.queue_group("wiki").push(spec)
     local.drain()
     assert [r.outcome for r in local.results.results] == [Outcome.SUCCEEDED]
     assert local.queue_depth("render") == 0 and local.queue_depth("render", dlq=True) == 0
+    assert [k.split(".")[1] for k in keys_of(local, spec)] == ["json"]  # the long rule removes it
+    rules = local.client("s3").get_bucket_lifecycle_configuration(Bucket=local.payload_bucket)["Rules"]
+    assert [(r["Filter"]["Prefix"], r["Expiration"]["Days"]) for r in rules] == [("params/", 409)]

@@ -403,10 +403,17 @@ def test_each_roles_s3_access_is_scoped_to_its_prefix(deployments: list[tuple[De
             found = s3_statements(
                 s for policy in role["Properties"]["Policies"] for s in policy["PolicyDocument"]["Statement"]
             )
-            assert set(found) == {"ReadOwnTypesParams", "TellMissingParams", "WriteParams"}, queue.name
-            # (and tag them when their job has ended: the bucket then removes them a day later)
-            assert as_list(found["ReadOwnTypesParams"]["Action"]) == ["s3:GetObject", "s3:PutObjectTagging"]
+            assert set(found) == {
+                "ReadOwnTypesParams",
+                "RemoveEndedJobsParams",
+                "TellMissingParams",
+                "WriteParams",
+            }, queue.name
+            assert as_list(found["ReadOwnTypesParams"]["Action"]) == ["s3:GetObject"]
             assert object_arns(found["ReadOwnTypesParams"]) == [f"BUCKET/params/{t}/*" for t in sorted(queue.types)]
+            # (and remove them when their job has ended)
+            assert as_list(found["RemoveEndedJobsParams"]["Action"]) == ["s3:DeleteObject"]
+            assert object_arns(found["RemoveEndedJobsParams"]) == [f"BUCKET/params/{t}/*" for t in sorted(queue.types)]
             assert as_list(found["TellMissingParams"]["Action"]) == ["s3:ListBucket"]
             assert found["TellMissingParams"]["Resource"] == {"Fn::GetAtt": ["PayloadBucket", "Arn"]}
             assert as_list(found["WriteParams"]["Action"]) == ["s3:PutObject"]
@@ -422,11 +429,17 @@ def test_each_roles_s3_access_is_scoped_to_its_prefix(deployments: list[tuple[De
             assert set(found) == {"WriteParams"}
             assert as_list(found["WriteParams"]["Action"]) == ["s3:PutObject"]
             assert object_arns(found["WriteParams"]) == ["BUCKET/params/*"]
-        # nobody deletes a params object (the lifecycle rule expires them)
-        for resource in resources.values():
+        # an operator reads and writes params objects (dlq show --params, push), and lists the bucket
+        operator = s3_statements(resources["OperatorPolicy"]["Properties"]["PolicyDocument"]["Statement"])
+        assert set(operator) == {"ReadAndWriteParams", "TellMissingParams"}
+        assert as_list(operator["ReadAndWriteParams"]["Action"]) == ["s3:GetObject", "s3:PutObject"]
+        assert object_arns(operator["ReadAndWriteParams"]) == ["BUCKET/params/*"]
+        # nobody else deletes a params object (the lifecycle rule expires them), and nobody has s3:*
+        for name, resource in resources.items():
             text = json.dumps(resource)
             if resource["Type"] != "AWS::S3::BucketPolicy":  # (whose one statement denies)
-                assert "s3:DeleteObject" not in text and '"s3:*"' not in text
+                assert '"s3:*"' not in text
+                assert "s3:DeleteObject" not in text or name.endswith("RunnerRole"), name
 
 
 def test_the_payload_bucket_is_encrypted_private_tls_only_and_expires_its_objects(
@@ -440,12 +453,9 @@ def test_the_payload_bucket_is_encrypted_private_tls_only_and_expires_its_object
             all(bucket["PublicAccessBlockConfiguration"].values())
             and len(bucket["PublicAccessBlockConfiguration"]) == 4
         )
-        expiry, ended = bucket["LifecycleConfiguration"]["Rules"]
-        assert (expiry["Prefix"], expiry["Status"]) == ("params/", "Enabled") and "TagFilters" not in expiry
+        [expiry] = bucket["LifecycleConfiguration"]["Rules"]
+        assert (expiry["Prefix"], expiry["Status"]) == ("params/", "Enabled")
         assert expiry["ExpirationInDays"] * 86400 > MAX_RELEASE_DELAY_S + DLQ_RETENTION_S
-        # an ended job's object (its runner tags it): a day
-        assert (ended["Prefix"], ended["Status"], ended["ExpirationInDays"]) == ("params/", "Enabled", 1)
-        assert ended["TagFilters"] == [{"Key": "jobkit-done", "Value": "true"}]
         [deny] = template["Resources"]["PayloadBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
         assert (deny["Effect"], deny["Action"], deny["Condition"]) == (
             "Deny",

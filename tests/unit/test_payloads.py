@@ -104,3 +104,33 @@ def test_a_message_within_the_threshold_is_sent_as_it_is_and_nothing_is_uploaded
     body, size = fitted(spec, {TYPE_ATTRIBUTE: string_attribute("render")}, PayloadStore(s3, BUCKET), 1024)
     assert body == spec.to_message() and size < 1024
     assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+def test_each_push_has_a_key_of_its_own_and_a_reference_must_name_its_jobs() -> None:
+    from jobkit.payloads.reference import reference_body, reference_of
+
+    first, second = (reference_for("render", "wiki/ü", "job-1", b"{}") for _ in range(2))
+    assert first.key != second.key and first.sha256 == second.sha256
+    assert first.key.startswith("params/render/=wiki%2F%C3%BC/job-1/" + first.sha256 + ".")
+    body = reference_body({"v": 1, "id": "job-1", "type": "render", "domain": "wiki/ü", "enqueuedAt": 1.0}, first)
+    assert reference_of(body) == first
+    digits = first.key.rsplit(".", 2)[1]
+    for key in (
+        first.key.replace(digits, digits.upper()),  # the push's digits are lowercase hex
+        first.key.replace(digits, digits[:-1]),  # sixteen of them
+        first.key.replace(f".{digits}", ""),  # and there are some
+        first.key.replace("=wiki%2F%C3%BC", "=wiki%2f%c3%bc"),  # percent-encoding in uppercase hex
+        first.key.replace("job-1", "job-2"),  # another job's
+    ):
+        with pytest.raises(SpecError, match=r"paramsRef\.key must be the job's own key"):
+            reference_of({**body, "paramsRef": {**first.to_wire(), "key": key}})
+
+
+def test_an_ended_jobs_object_is_removed_and_a_fetch_then_says_the_job_ended(s3: Any) -> None:
+    from jobkit.payloads.store import PayloadEnded
+
+    store, ref = stored(s3, b'{"page":"Main Page"}')
+    store.end(ref)
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]] == [ref.key.replace(".json", ".ended")]
+    with pytest.raises(PayloadEnded, match="was removed when its job ended"):
+        store.get(ref)

@@ -107,6 +107,7 @@ class RecordResult:
     batch: str | None = None  # the batch of a poisoned member whose body could be read (its end counts)
     correlation_id: str | None = None  # the correlation ID its message carried
     priority: str | None = None  # the priority lane it came from (None: its queue's own)
+    other_copy_runs: bool = False  # debounced by another delivery of this very job: not the job's end
     # What the job (or jobkit) raised, for tests and in-process callers; never serialised.
     exception: BaseException | None = field(default=None, compare=False, repr=False)
 
@@ -123,8 +124,9 @@ class RecordResult:
     def status(self) -> str | None:
         """What a ``track_status`` job's status record says after this result
         (``None``: unchanged). A retry with a reason is a re-enqueue that failed:
-        the job did not run, so its status stays."""
-        if self.outcome is Outcome.RETRIED and self.reason is not None:
+        the job did not run, so its status stays; nor does a copy of a job whose
+        other copy owns the run."""
+        if (self.outcome is Outcome.RETRIED and self.reason is not None) or self.other_copy_runs:
             return None
         return self.outcome.status
 

@@ -9,7 +9,7 @@ job's params in the payload bucket (:mod:`jobkit.payloads.offload`).
 By default only a job that would not fit in a message is offloaded, and that
 is also the cheapest: SQS bills each 64 KiB of a message as one request, but
 an offloaded job's three S3 requests cost as much as 26 of them, so inline
-costs less up to about 1 MiB (docs/benchmarks.md). A lower threshold keeps
+costs less up to about 830 KiB (docs/benchmarks.md). A lower threshold keeps
 large bodies out of Lambda's 6 MB events and out of DLQs. Without a payload
 bucket the key does nothing, and a job too large for a message is refused at
 push.
@@ -42,7 +42,7 @@ PAYLOAD_OPTIONS = (
         "(a full message)",
         "with a payload bucket, put the params of a job whose SQS message would be over this many KiB in"
         " the bucket and send a reference to them; lower it to keep large bodies out of batches and DLQs,"
-        " not for cost: below about 1 MiB inline costs less (docs/benchmarks.md); without a bucket it does"
+        " not for cost: below about 830 KiB inline costs less (docs/benchmarks.md); without a bucket it does"
         " nothing",
     ),
 )

@@ -10,10 +10,15 @@ schema, de-duplication, supersession and the job itself. A runner that does
 not read v3 refuses the body as poison (a newer wire version), so no job ever
 runs without its params.
 
-The key names the job: ``params/{type}/{domain}/{id}/{sha256}.json``. A
-runner reads only its own types' prefix, and a reference must name exactly its
-body's type, domain, job ID and hash: one job's body cannot point at another
-job's params.
+The key names the job and the push:
+``params/{type}/{domain}/{id}/{sha256}.{push}.json``, where ``{push}`` is 16
+hex digits new for each upload, so two pushes of one job (a retried request,
+a parent's retry) never share an object, and one's end cannot remove what the
+other still needs. A runner reads only its own types' prefix, and a reference
+must name exactly its body's type, domain, job ID and hash: one job's body
+cannot point at another job's params. When the job has ended, its runner
+writes ``{sha256}.{push}.ended`` beside the object and removes the object
+(:mod:`jobkit.runner.stages.payload_done`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ KEY_PREFIX = "params/"
 #: The largest params a job may have in the bucket: a runner holds them in memory.
 MAX_PARAMS_BYTES = 32 * 1024 * 1024
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+#: What follows ``{sha256}.`` in a params object's key: the push's own 16 hex digits.
+_PUSH_AND_SUFFIX = re.compile(r"^[0-9a-f]{16}\.json$")
 
 
 @dataclass(frozen=True)
@@ -85,16 +92,29 @@ def type_prefix(job_type: str) -> str:
     return f"{KEY_PREFIX}{job_type}/"
 
 
-def params_key(job_type: str, domain: str | None, job_id: str, sha256: str) -> str:
-    """The key of a job's params object. The domain is percent-encoded after a
-    ``=`` (``-`` for none), so no domain's key is another's."""
+def job_prefix(job_type: str, domain: str | None, job_id: str) -> str:
+    """The prefix of every params object of one job. The domain is percent-encoded
+    after a ``=`` (``-`` for none), so no domain's key is another's."""
     where = "-" if domain is None else "=" + quote(domain, safe="")
-    return f"{type_prefix(job_type)}{where}/{job_id}/{sha256}.json"
+    return f"{type_prefix(job_type)}{where}/{job_id}/"
+
+
+def params_key(job_type: str, domain: str | None, job_id: str, sha256: str, push: str) -> str:
+    """The key of a job's params object, for the push ``push`` (16 hex digits)."""
+    return f"{job_prefix(job_type, domain, job_id)}{sha256}.{push}.json"
+
+
+def ended_key(ref: ParamsRef) -> str:
+    """Where a runner marks that the job of ``ref`` ended (beside the object, which it then removes)."""
+    return ref.key.removesuffix(".json") + ".ended"
 
 
 def reference_for(job_type: str, domain: str | None, job_id: str, data: bytes) -> ParamsRef:
+    """A new push's reference to ``data``: its own key."""
+    import os
+
     digest = hashlib.sha256(data).hexdigest()
-    return ParamsRef(params_key(job_type, domain, job_id, digest), len(data), digest)
+    return ParamsRef(params_key(job_type, domain, job_id, digest, os.urandom(8).hex()), len(data), digest)
 
 
 def reference_of(data: dict[str, Any]) -> ParamsRef:
@@ -117,9 +137,11 @@ def reference_of(data: dict[str, Any]) -> ParamsRef:
     job_type, domain, job_id = data.get("type"), data.get("domain"), data.get("id")
     if not (isinstance(job_type, str) and isinstance(job_id, str) and (domain is None or isinstance(domain, str))):
         raise SpecError("a v3 body needs its 'type' and 'id' (and a 'domain' that is text or null)")
-    expected = params_key(job_type, domain, job_id, digest)
-    if key != expected:
-        raise SpecError(f"paramsRef.key must be the job's own key {short(expected)}, got {short(key)}")
+    expected = f"{job_prefix(job_type, domain, job_id)}{digest}."
+    if not (isinstance(key, str) and key.startswith(expected) and _PUSH_AND_SUFFIX.fullmatch(key[len(expected) :])):
+        raise SpecError(
+            f"paramsRef.key must be the job's own key {short(expected + '{16 hex digits}.json')}, got {short(key)}"
+        )
     return ParamsRef(key, size, digest)
 
 

@@ -5,7 +5,9 @@ A fetch checks what it got against the reference: the object missing
 reference's are the job's end, with a reason that says which
 (:class:`PayloadMissing`, :class:`PayloadCorrupt`: retrying cannot help); a
 bucket that cannot answer now (throttled, an S3 error, the network) is
-:class:`PayloadUnavailable`, retried like any transient error.
+:class:`PayloadUnavailable`, retried like any transient error. An object its
+runner removed when the job ended (it left a mark beside it) is
+:class:`PayloadEnded`: the message is a late copy, acknowledged unrun.
 
 On AWS, a ``GetObject`` of a key that does not exist answers 403, not 404,
 unless the caller may also list the bucket: the template grants its runners
@@ -19,16 +21,10 @@ import hashlib
 from typing import Any
 
 from jobkit.core.errors import JobKitError, SpecError
-from jobkit.payloads.reference import ParamsRef
+from jobkit.payloads.reference import ParamsRef, ended_key
 
 #: S3 error codes of a key that holds no object.
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
-#: The tag a runner puts on the params object of a job that ended (the bucket's
-#: lifecycle rule then removes it after :data:`DONE_EXPIRY_DAYS`).
-DONE_TAG = {"Key": "jobkit-done", "Value": "true"}
-#: Days an ended job's params object is kept: time for a late duplicate
-#: delivery of its message (SQS delivers at least once) to find it.
-DONE_EXPIRY_DAYS = 1
 
 
 class PayloadMissing(SpecError):
@@ -41,6 +37,11 @@ class PayloadCorrupt(SpecError):
 
 class PayloadUnavailable(JobKitError):
     """The bucket did not answer now: retried like any transient error."""
+
+
+class PayloadEnded(JobKitError):
+    """The object is gone because its job ended (its runner marked it so, then removed it):
+    this message is a late copy of a job that ran (SQS delivers at least once)."""
 
 
 class PayloadStore:
@@ -66,11 +67,12 @@ class PayloadStore:
             ChecksumSHA256=base64.b64encode(bytes.fromhex(ref.sha256)).decode("ascii"),
         )
 
-    def mark_done(self, ref: ParamsRef) -> None:
-        """Tag the object of a job that ended, so the lifecycle rule removes it a day later, not
-        after the months a message might still name it (S3 bills its storage by the day).
-        A push of the same job again writes the object afresh, without the tag."""
-        self._client.put_object_tagging(Bucket=self.bucket, Key=ref.key, Tagging={"TagSet": [DONE_TAG]})
+    def end(self, ref: ParamsRef) -> None:
+        """The job of ``ref`` ended: mark it so beside the object, then remove the object (S3
+        bills storage, not deletes). The mark first: a late copy of the job's message that
+        finds the object gone finds the mark, and is acknowledged, not dead-lettered."""
+        self._client.put_object(Bucket=self.bucket, Key=ended_key(ref), Body=b"", ContentType="text/plain")
+        self._client.delete_object(Bucket=self.bucket, Key=ref.key)
 
     def get(self, ref: ParamsRef) -> bytes:
         """A job's params, as uploaded.
@@ -88,6 +90,8 @@ class PayloadStore:
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code in _MISSING:
+                if self._ended(ref):
+                    raise PayloadEnded(f"its params object {ref.key} was removed when its job ended") from exc
                 raise PayloadMissing(
                     f"its params object {ref.key} is not in the payload bucket {self.bucket}"
                     " (expired by the bucket's lifecycle rule, or deleted)"
@@ -104,3 +108,18 @@ class PayloadStore:
                 f"its params object {ref.key} has the SHA-256 {digest}, not the {ref.sha256} its reference says"
             )
         return bytes(data)
+
+    def _ended(self, ref: ParamsRef) -> bool:
+        """Whether the job of ``ref`` was marked ended (see :meth:`end`)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=ended_key(ref))
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _MISSING:
+                return False
+            raise PayloadUnavailable(f"could not read {ended_key(ref)}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise PayloadUnavailable(f"could not read {ended_key(ref)}: {exc}") from exc
+        return True

@@ -127,7 +127,7 @@ class Intake:
         (:mod:`jobkit.payloads` is imported by a runner that meets such a job:
         the others' cold start does not pay for it.)"""
         from jobkit.payloads.reference import params_from
-        from jobkit.payloads.store import PayloadUnavailable
+        from jobkit.payloads.store import PayloadEnded, PayloadUnavailable
 
         try:
             if self.payloads is None:
@@ -141,6 +141,15 @@ class Intake:
             return self._failures.poison(record, exc, spec, tracked=job_type.track_status)
         except PayloadUnavailable as exc:
             return self._failures.unavailable(record, spec, job_type, exc)
+        except PayloadEnded as exc:  # a late copy (a lost delete, SQS's at-least-once) of a job that ended
+            return RecordResult(
+                message_id_of(record),
+                spec.type,
+                Outcome.REDELIVERED,
+                job_id=spec.id,
+                domain=spec.domain,
+                reason=str(exc),
+            )
         return None
 
     def served_type(self, name: str) -> JobType:

@@ -34,7 +34,7 @@ from jobkit.records.keys import (
     root_records_pattern,
 )
 from jobkit.template.naming import NAMES, PUSH_ENDPOINT, QueueIds
-from jobkit.template.payload_bucket import payload_statements
+from jobkit.template.payload_bucket import operator_payload_statements, payload_statements
 from jobkit.template.policy_size import MAX_MANAGED_POLICY_CHARS, check_policy, policy_chars
 
 #: What the runner does with the table: claims, failure and status records, reads of them.
@@ -157,8 +157,9 @@ def prefix_send_statements() -> list[dict[str, Any]]:
 def operator_policy(declaration: Declaration) -> dict[str, Any]:
     """What an operator's role needs for ``jobkit verify`` and the ops commands:
     read and clean the stack's queues and DLQs (by its prefix), read the jobs
-    table's records and delete the canaries', read the runners' recursion
-    setting and event source mappings, and read alarms and metrics."""
+    table's records and delete the canaries', read and write params in the
+    payload bucket, read the runners' recursion setting and event source
+    mappings, and read alarms and metrics."""
     queues = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${Prefix}-*"
     runners = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${Prefix}-runner-*"
     return {
@@ -200,6 +201,8 @@ def operator_policy(declaration: Declaration) -> dict[str, Any]:
                         )
                         for _ in batch_statements(declaration)
                     ],
+                    # a large dead letter's params (`jobkit dlq show --params`), and `jobkit push` of a large job
+                    *operator_payload_statements(),
                     {
                         "Sid": "ReadRunners",
                         "Effect": "Allow",
@@ -282,7 +285,7 @@ def runner_policy(declaration: Declaration, queue: QueueConfig) -> dict[str, Any
                 "Resource": [*queue_arns, *lane_arns(queue, dlq=True)],
             },
             *table_statements,
-            *payload_statements(read=queue.types, write=True),
+            *payload_statements(read=queue.types, write=True, end=True),
             *([XRAY_STATEMENT] if traced(declaration, queue) else []),
         ]
     }

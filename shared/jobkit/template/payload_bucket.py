@@ -2,8 +2,8 @@
 (:mod:`jobkit.payloads`). Encrypted at rest, closed to the public, TLS only,
 versioning off (an object is written once, under a key that holds its hash),
 and every object expired once no message is likely to name it any more
-(:data:`PAYLOAD_EXPIRY_DAYS`), or a day after its job ended (a runner tags it:
-:mod:`jobkit.runner.stages.payload_done`). The
+(:data:`PAYLOAD_EXPIRY_DAYS`); a runner removes the object of a job that ended
+(:mod:`jobkit.runner.stages.payload_done`). The
 local stack creates it from these properties too (:mod:`jobkit.local.provision`).
 """
 
@@ -17,7 +17,6 @@ from typing import Any
 from jobkit.core.resources import DLQ_RETENTION_S, QUEUE_RETENTION_S
 from jobkit.core.spec import MAX_RELEASE_DELAY_S
 from jobkit.payloads.reference import KEY_PREFIX, type_prefix
-from jobkit.payloads.store import DONE_EXPIRY_DAYS, DONE_TAG
 from jobkit.template.checkov import checkov_skips
 
 #: Days a params object is kept: the longest a job may wait for its release
@@ -58,14 +57,7 @@ def payload_bucket() -> dict[str, Any]:
                         "Prefix": KEY_PREFIX,
                         "ExpirationInDays": PAYLOAD_EXPIRY_DAYS,
                         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
-                    },
-                    {  # the params of a job that ended: a runner tags them (jobkit.runner.stages.payload_done)
-                        "Id": "ExpireEndedJobsParams",
-                        "Status": "Enabled",
-                        "Prefix": KEY_PREFIX,
-                        "TagFilters": [DONE_TAG],
-                        "ExpirationInDays": DONE_EXPIRY_DAYS,
-                    },
+                    }
                 ]
             },
         },
@@ -95,26 +87,29 @@ def _objects(types: Iterable[str]) -> list[dict[str, Any]]:
     return [{"Fn::Join": ["", [arn, f"/{type_prefix(name)}*"]]} for name in sorted(set(types))]
 
 
-def payload_statements(*, read: Iterable[str] = (), write: bool = False) -> list[dict[str, Any]]:
+def payload_statements(*, read: Iterable[str] = (), write: bool = False, end: bool = False) -> list[dict[str, Any]]:
     """IAM statements on the payload bucket: read the params of the ``read``
     types (and list the bucket, so that a missing object answers 404, not 403:
-    the keys name types, domains and job IDs, never params) and tag them
-    when their job has ended, and, with
-    ``write``, write params objects (``params/*``, whatever the types: an
+    the keys name types, domains and job IDs, never params); with ``end``,
+    remove those types' objects (a runner, once their job has ended); and,
+    with ``write``, write params objects (``params/*``, whatever the types: an
     object runs nothing, and a runner reads only the object its message names
-    by the job's own key, and sending that message is SQS's permission).
-    Nothing else: no delete."""
+    by the job's own key, and sending that message is SQS's permission)."""
     statements: list[dict[str, Any]] = []
     read = sorted(set(read))
     if read:
         statements.append(
-            {
-                "Sid": "ReadOwnTypesParams",
-                "Effect": "Allow",
-                "Action": ["s3:GetObject", "s3:PutObjectTagging"],  # the tag: the job has ended
-                "Resource": _objects(read),
-            }
+            {"Sid": "ReadOwnTypesParams", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": _objects(read)}
         )
+        if end:
+            statements.append(
+                {
+                    "Sid": "RemoveEndedJobsParams",
+                    "Effect": "Allow",
+                    "Action": ["s3:DeleteObject"],
+                    "Resource": _objects(read),
+                }
+            )
         statements.append(
             {
                 "Sid": "TellMissingParams",
@@ -127,6 +122,26 @@ def payload_statements(*, read: Iterable[str] = (), write: bool = False) -> list
         objects = {"Fn::Join": ["", [{"Fn::GetAtt": [BUCKET_ID, "Arn"]}, f"/{KEY_PREFIX}*"]]}
         statements.append({"Sid": "WriteParams", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": objects})
     return statements
+
+
+def operator_payload_statements() -> list[dict[str, Any]]:
+    """An operator's: read every params object (``jobkit dlq show --params``, the web view), list the
+    bucket (404 for a missing one), and write params objects (``jobkit push`` of a large job)."""
+    objects = {"Fn::Join": ["", [{"Fn::GetAtt": [BUCKET_ID, "Arn"]}, f"/{KEY_PREFIX}*"]]}
+    return [
+        {
+            "Sid": "ReadAndWriteParams",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject"],
+            "Resource": objects,
+        },
+        {
+            "Sid": "TellMissingParams",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket"],
+            "Resource": {"Fn::GetAtt": [BUCKET_ID, "Arn"]},
+        },
+    ]
 
 
 def payload_resources() -> dict[str, Any]:

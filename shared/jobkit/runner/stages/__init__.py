@@ -153,7 +153,7 @@ STAGES: tuple[StageSpec, ...] = (
         "large params done",
         _M + "payload_done:PayloadDone",
         WITH_PAYLOADS,
-        "tags the params object of a large job that ended (not dead-lettered), so the bucket removes it a day later",
+        "marks a large job that ended (not dead-lettered) as ended beside its params object, and removes the object",
     ),
     # A batch counts its members' ends late: after every stage that can end a record.
     StageSpec(

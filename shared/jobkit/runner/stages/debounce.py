@@ -183,10 +183,10 @@ class DebounceStage(Stage):
             if self._owner_cancelled(earlier, lost):
                 return None  # its run was cancelled: this job is not folded into it
             same = lost.same_job and earlier.spec.id == owner.spec.id
-            return self._debounced(earlier, lost.reason if same else f"job {lost.by} was pushed later")
+            return self._debounced(earlier, lost.reason if same else f"job {lost.by} was pushed later", same=same)
         if owner.debounce_registration is not None:  # it registered (it waits, or runs now): they are its
             if earlier.spec.id == owner.spec.id:
-                return self._debounced(earlier, "another delivery of this job ID owns the run")
+                return self._debounced(earlier, "another delivery of this job ID owns the run", same=True)
             return self._debounced(earlier, f"job {_shown(owner)} was pushed later")
         return self._step(_Step(earlier, step.key, registered=False))  # it could not register: each its own way
 
@@ -317,7 +317,7 @@ class DebounceStage(Stage):
         delivery.note(self, owner)
         if self._owner_cancelled(delivery, owner):
             return None
-        return self._debounced(delivery, owner.reason)
+        return self._debounced(delivery, owner.reason, same=owner.same_job)
 
     def _owner_cancelled(self, delivery: Delivery, owner: Debounced) -> bool:
         """Whether a cancellation covers the window's owner (a read of the type's
@@ -336,9 +336,11 @@ class DebounceStage(Stage):
         return True
 
     @staticmethod
-    def _debounced(delivery: Delivery, why: str) -> RecordResult:
+    def _debounced(delivery: Delivery, why: str, *, same: bool = False) -> RecordResult:
+        """Skipped: a later job owns the run; ``same``: a later delivery of this very job (a
+        push of it again), whose end is the job's (its batch and status wait for that one)."""
         log.info("job skipped (debounced): %s", why, extra=delivery.keys)
-        return delivery.result(Outcome.DEBOUNCED, reason=why)
+        return delivery.result(Outcome.DEBOUNCED, reason=why, other_copy_runs=same)
 
 
 def _pushed_at(delivery: Delivery, now: float) -> float:

@@ -1,24 +1,29 @@
 """A large job's params object, once the job has ended.
 
 Push puts the params of a large job in the payload bucket
-(:mod:`jobkit.payloads`), and the bucket's lifecycle rule keeps an object as
-long as any message might still name it: months, for a job that waits for a
-far release time or sits in a DLQ. S3 bills storage by the day, so once a job
-has ended for good (it ran to success, or was skipped: a duplicate, a
-superseded leaf, debounced, cancelled) its object is tagged, and a second
-rule removes tagged objects a day later: time enough for a late duplicate of
-its message to find it. A dead-lettered job keeps its object untagged, for
-``jobkit dlq show --params`` and its redrive.
+(:mod:`jobkit.payloads`), one object per push, and the bucket's lifecycle rule
+keeps an object as long as any message might still name it: over a year, for
+a job that waits for a far release time or sits in a DLQ. S3 bills storage by
+the hour, so once a job has ended for good (it ran to success, or was
+skipped as a duplicate or a superseded leaf) its runner marks it ended beside
+the object and removes the object (S3 does not bill deletes). A late copy
+of its message (a lost delete: SQS delivers at least once) finds the mark
+and is acknowledged as ``redelivered``, not dead-lettered. A dead-lettered,
+debounced or cancelled job keeps its object until the long rule removes it.
 
-Deleting the object at once (S3 does not bill deletes) would make a duplicate
-delivery of a job that succeeded dead-letter as ``PayloadMissing``. A tag that
-cannot be written leaves the object to the long rule: it costs storage, and
-loses nothing.
+This is done at the end of the SQS batch, once every stage has settled: a
+batch member whose batch could not count its end goes back to count it
+(:mod:`jobkit.runner.stages.batch`) and keeps its object, and an invocation
+that dies before then ends nothing. The mark is written first: a mark that
+cannot be written leaves the object, and one that cannot be removed stays;
+either way the long rule removes it later, which costs storage and loses
+nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING
 
 from jobkit.core.outcome import Outcome, RecordResult
@@ -31,8 +36,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Final outcomes whose message the DLQ keeps: their objects stay for `dlq show --params` and the redrive.
-_KEPT = frozenset({Outcome.DEAD_LETTERED, Outcome.POISONED})
+#: The outcomes that end the push itself, whichever copy of its message met them: it ran, or an
+#: identical job did, or a newer root replaced it. Not a debounced copy (the run it waits for may be
+#: another copy's of the same push), a cancelled one (a redrive may lift the cancellation of a copy
+#: in the DLQ), nor a dead letter (`dlq show --params`, the redrive): their objects stay.
+_ENDS = frozenset({Outcome.SUCCEEDED, Outcome.DUPLICATE, Outcome.SUPERSEDED, Outcome.REDELIVERED})
 
 
 class PayloadDone(Stage):
@@ -43,13 +51,23 @@ class PayloadDone(Stage):
 
     def __init__(self, payloads: PayloadStore) -> None:
         self._payloads = payloads
+        self._ended: list[Delivery] = []
+        self._lock = threading.Lock()  # (jobs side by side settle in their own threads)
 
     def settle(self, delivery: Delivery | None, result: RecordResult) -> None:
         if delivery is None or delivery.params_ref is None:
             return
-        if not result.outcome.is_final or result.outcome in _KEPT or delivery.send_back is not None:
-            return
-        try:
-            self._payloads.mark_done(delivery.params_ref)
-        except Exception as exc:  # the long rule removes it later: storage, not loss
-            log.warning("could not tag the params object %s as done: %s", delivery.params_ref.key, exc)
+        if result.outcome in _ENDS:
+            with self._lock:
+                self._ended.append(delivery)
+
+    def end_batch(self) -> None:
+        with self._lock:
+            ended, self._ended = self._ended, []
+        for delivery in ended:
+            if delivery.send_back is not None or delivery.params_ref is None:  # its message goes back
+                continue
+            try:
+                self._payloads.end(delivery.params_ref)
+            except Exception as exc:  # the long rule removes it later: storage, not loss
+                log.warning("could not mark the params object %s ended: %s", delivery.params_ref.key, exc)
