@@ -134,3 +134,10 @@ class RecordResult:
     def report_failure(self) -> bool:
         """Whether the message goes back to the queue (a batch item failure)."""
         return self.outcome is Outcome.RETRIED or self.send_back is not None
+
+
+#: The outcomes that end a push itself, whichever copy of its message met them: it ran, or an
+#: identical job did, or a newer root replaced it. Not a debounced copy (the run it waits for may
+#: be another copy's of the same push), a cancelled one (a redrive may lift the cancellation of a
+#: copy in the DLQ), nor a dead letter (see :mod:`jobkit.runner.stages.payload_done`).
+PUSH_ENDS = frozenset({Outcome.SUCCEEDED, Outcome.DUPLICATE, Outcome.SUPERSEDED, Outcome.REDELIVERED})

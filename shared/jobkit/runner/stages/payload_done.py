@@ -26,7 +26,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from jobkit.core.outcome import Outcome, RecordResult
+from jobkit.core.outcome import PUSH_ENDS, RecordResult
 from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Stage
 
@@ -35,12 +35,6 @@ if TYPE_CHECKING:
     from jobkit.runner.stages import Parts, StageKit
 
 log = logging.getLogger(__name__)
-
-#: The outcomes that end the push itself, whichever copy of its message met them: it ran, or an
-#: identical job did, or a newer root replaced it. Not a debounced copy (the run it waits for may be
-#: another copy's of the same push), a cancelled one (a redrive may lift the cancellation of a copy
-#: in the DLQ), nor a dead letter (`dlq show --params`, the redrive): their objects stay.
-_ENDS = frozenset({Outcome.SUCCEEDED, Outcome.DUPLICATE, Outcome.SUPERSEDED, Outcome.REDELIVERED})
 
 
 class PayloadDone(Stage):
@@ -57,7 +51,7 @@ class PayloadDone(Stage):
     def settle(self, delivery: Delivery | None, result: RecordResult) -> None:
         if delivery is None or delivery.params_ref is None:
             return
-        if result.outcome in _ENDS:
+        if result.outcome in PUSH_ENDS:  # (its message is not needed again: a dead letter's is)
             with self._lock:
                 self._ended.append(delivery)
 
