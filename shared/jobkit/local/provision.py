@@ -87,20 +87,18 @@ def provision_bucket(s3: Any, declaration: Declaration, region: str) -> str:
     ]
     s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration={"Rules": encryption})
     s3.put_public_access_block(Bucket=name, PublicAccessBlockConfiguration=properties["PublicAccessBlockConfiguration"])
-    rules = [_lifecycle_rule(rule) for rule in properties["LifecycleConfiguration"]["Rules"]]
+    rules = [
+        {
+            "ID": rule["Id"],
+            "Status": rule["Status"],
+            "Filter": {"Prefix": rule["Prefix"]},
+            "Expiration": {"Days": rule["ExpirationInDays"]},
+            "AbortIncompleteMultipartUpload": rule["AbortIncompleteMultipartUpload"],
+        }
+        for rule in properties["LifecycleConfiguration"]["Rules"]
+    ]
     s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})
     return name
-
-
-def _lifecycle_rule(rule: dict[str, Any]) -> dict[str, Any]:
-    """A CloudFormation lifecycle rule in the S3 API's shape."""
-    tags = rule.get("TagFilters")
-    where = {"And": {"Prefix": rule["Prefix"], "Tags": tags}} if tags else {"Prefix": rule["Prefix"]}
-    shaped = {"ID": rule["Id"], "Status": rule["Status"], "Filter": where}
-    shaped["Expiration"] = {"Days": rule["ExpirationInDays"]}
-    if "AbortIncompleteMultipartUpload" in rule:
-        shaped["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
-    return shaped
 
 
 @dataclass

@@ -43,9 +43,8 @@ class FetchedParams:
 
 
 def fetch_params(dead: DeadLetter, store: PayloadStore | None) -> FetchedParams | None:
-    """The params of a dead letter that holds a reference (None: its params are in its body). Never raises."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
+    """The params of a dead letter that holds a reference (None: its params are in its body). Never raises
+    (the store turns what S3 and botocore raise into :class:`~jobkit.core.errors.JobKitError`)."""
     from jobkit.payloads.reference import params_from
 
     ref = dead.params_ref
@@ -55,5 +54,5 @@ def fetch_params(dead: DeadLetter, store: PayloadStore | None) -> FetchedParams 
         return FetchedParams(ref, problem=NO_BUCKET)
     try:
         return FetchedParams(ref, params=params_from(store.get(ref), ref))
-    except (JobKitError, ClientError, BotoCoreError) as exc:
+    except JobKitError as exc:
         return FetchedParams(ref, problem=safe_text(str(exc)))

@@ -31,14 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from jobkit.core.errors import SpecError
-from jobkit.core.wire import (
-    BATCH_WIRE_VERSION,
-    PAYLOAD_WIRE_VERSION,
-    WIRE_VERSION,
-    decode,
-    short,
-    validate_root_params,
-)
+from jobkit.core.wire import BATCH_WIRE_VERSION, PAYLOAD_WIRE_VERSION, WIRE_VERSION, decode, short, validate_root_params
 
 #: The body field that holds the reference.
 REFERENCE_FIELD = "paramsRef"

@@ -88,7 +88,7 @@ class PayloadStore:
             response = self._client.get_object(Bucket=self.bucket, Key=ref.key)
             data = response["Body"].read(ref.size + 1)
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", ""))
+            code = _code(exc)
             if code in _MISSING:
                 if self._ended(ref):
                     raise PayloadEnded(f"its params object {ref.key} was removed when its job ended") from exc
@@ -116,10 +116,15 @@ class PayloadStore:
         try:
             self._client.head_object(Bucket=self.bucket, Key=ended_key(ref))
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", ""))
+            code = _code(exc)
             if code in _MISSING:
                 return False
             raise PayloadUnavailable(f"could not read {ended_key(ref)}: {code or exc}") from exc
         except BotoCoreError as exc:
             raise PayloadUnavailable(f"could not read {ended_key(ref)}: {exc}") from exc
         return True
+
+
+def _code(error: Any) -> str:
+    """A botocore ClientError's S3 error code ("NoSuchKey", "404", "SlowDown")."""
+    return str(error.response.get("Error", {}).get("Code", ""))

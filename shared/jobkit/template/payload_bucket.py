@@ -87,6 +87,22 @@ def _objects(types: Iterable[str]) -> list[dict[str, Any]]:
     return [{"Fn::Join": ["", [arn, f"/{type_prefix(name)}*"]]} for name in sorted(set(types))]
 
 
+def _all_objects() -> dict[str, Any]:
+    """Every params object (``params/*``, whatever the type). (A new dict each time: the
+    template's YAML would write a dict used twice as an anchor and an alias.)"""
+    return {"Fn::Join": ["", [{"Fn::GetAtt": [BUCKET_ID, "Arn"]}, f"/{KEY_PREFIX}*"]]}
+
+
+def _tell_missing() -> dict[str, Any]:
+    """Listing the bucket: then a missing object answers 404, not 403 (a listing shows keys, never params)."""
+    return {
+        "Sid": "TellMissingParams",
+        "Effect": "Allow",
+        "Action": ["s3:ListBucket"],
+        "Resource": {"Fn::GetAtt": [BUCKET_ID, "Arn"]},
+    }
+
+
 def payload_statements(*, read: Iterable[str] = (), write: bool = False, end: bool = False) -> list[dict[str, Any]]:
     """IAM statements on the payload bucket: read the params of the ``read``
     types (and list the bucket, so that a missing object answers 404, not 403:
@@ -110,37 +126,25 @@ def payload_statements(*, read: Iterable[str] = (), write: bool = False, end: bo
                     "Resource": _objects(read),
                 }
             )
-        statements.append(
-            {
-                "Sid": "TellMissingParams",
-                "Effect": "Allow",
-                "Action": ["s3:ListBucket"],
-                "Resource": {"Fn::GetAtt": [BUCKET_ID, "Arn"]},
-            }
-        )
+        statements.append(_tell_missing())
     if write:
-        objects = {"Fn::Join": ["", [{"Fn::GetAtt": [BUCKET_ID, "Arn"]}, f"/{KEY_PREFIX}*"]]}
-        statements.append({"Sid": "WriteParams", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": objects})
+        statements.append(
+            {"Sid": "WriteParams", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": _all_objects()}
+        )
     return statements
 
 
 def operator_payload_statements() -> list[dict[str, Any]]:
     """An operator's: read every params object (``jobkit dlq show --params``, the web view), list the
     bucket (404 for a missing one), and write params objects (``jobkit push`` of a large job)."""
-    objects = {"Fn::Join": ["", [{"Fn::GetAtt": [BUCKET_ID, "Arn"]}, f"/{KEY_PREFIX}*"]]}
     return [
         {
             "Sid": "ReadAndWriteParams",
             "Effect": "Allow",
             "Action": ["s3:GetObject", "s3:PutObject"],
-            "Resource": objects,
+            "Resource": _all_objects(),
         },
-        {
-            "Sid": "TellMissingParams",
-            "Effect": "Allow",
-            "Action": ["s3:ListBucket"],
-            "Resource": {"Fn::GetAtt": [BUCKET_ID, "Arn"]},
-        },
+        _tell_missing(),
     ]
 
 

@@ -31,6 +31,7 @@ from jobkit.runner.delivery import Delivery
 from jobkit.runner.stage import Stage
 
 if TYPE_CHECKING:
+    from jobkit.payloads.reference import ParamsRef
     from jobkit.payloads.store import PayloadStore
     from jobkit.runner.stages import Parts, StageKit
 
@@ -45,23 +46,23 @@ class PayloadDone(Stage):
 
     def __init__(self, payloads: PayloadStore) -> None:
         self._payloads = payloads
-        self._ended: list[Delivery] = []
+        self._ended: list[tuple[Delivery, ParamsRef]] = []
         self._lock = threading.Lock()  # (jobs side by side settle in their own threads)
 
     def settle(self, delivery: Delivery | None, result: RecordResult) -> None:
-        if delivery is None or delivery.params_ref is None:
+        # (the message of a push that ended is not needed again: a dead letter's is)
+        if delivery is None or delivery.params_ref is None or result.outcome not in PUSH_ENDS:
             return
-        if result.outcome in PUSH_ENDS:  # (its message is not needed again: a dead letter's is)
-            with self._lock:
-                self._ended.append(delivery)
+        with self._lock:
+            self._ended.append((delivery, delivery.params_ref))
 
     def end_batch(self) -> None:
         with self._lock:
             ended, self._ended = self._ended, []
-        for delivery in ended:
-            if delivery.send_back is not None or delivery.params_ref is None:  # its message goes back
+        for delivery, ref in ended:
+            if delivery.send_back is not None:  # its message goes back (its batch could not count its end)
                 continue
             try:
-                self._payloads.end(delivery.params_ref)
+                self._payloads.end(ref)
             except Exception as exc:  # the long rule removes it later: storage, not loss
-                log.warning("could not mark the params object %s ended: %s", delivery.params_ref.key, exc)
+                log.warning("could not mark the params object %s ended: %s", ref.key, exc)
