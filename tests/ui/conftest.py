@@ -44,9 +44,14 @@ def browser_required() -> bool:
     return os.environ.get("JOBKIT_REQUIRE_BROWSER") == "1"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """A headless Chromium, driven by Playwright; skipped (or failed, if required) without one."""
+    """A headless Chromium, driven by Playwright; skipped (or failed, if required) without one.
+
+    Module-scoped, not session-scoped: while Playwright's sync API is started
+    it marks its event loop as running in this thread, so ``asyncio.run()`` in
+    any later test on the same worker (the ASGI middleware's) would fail.
+    """
     missing = browser_missing()
     if missing is not None:
         if browser_required():
