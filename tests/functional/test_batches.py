@@ -20,6 +20,7 @@ from jobkit.core.outcome import Outcome
 from jobkit.declaration.config import load_declaration
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
+from jobkit.records.batches import Member, shard_of
 
 import testjobs
 from conftest import START
@@ -71,6 +72,12 @@ pushes = ["page"]
 [types.other]
 class = "testjobs:CallbackJob"
 queue = "reached"
+
+[types.big]
+# its params go to the payload bucket
+class = "testjobs:ScriptedJob"
+batches = true
+offload_above_kb = 1
 
 [types.settled]
 class = "testjobs:ScriptedJob"
@@ -428,6 +435,73 @@ def test_a_callback_that_cannot_be_pushed_is_pushed_by_the_redelivery_once(local
     local.drain()
     assert len(summaries("on_complete")) == 1
     assert [run.job_id for run in SCRIPTED] == ["last"]  # deliver_once: its redelivery did not run it again
+
+
+def test_members_on_many_shards_whose_callback_could_not_be_pushed_count_again_in_one_sqs_batch(
+    local: LocalStack,
+) -> None:
+    # (found by the reliability model) their ends were counted before the push failed; when they
+    # came back together, each shard's write of an end counted already failed in turn, one per
+    # try, and with more such members than tries they went back every time, the callback unpushed
+    from faults import FailCalls
+
+    ids = [i for i in (f"m{n}" for n in range(100)) if shard_of(Member("once", i)) in range(4)]
+    ids = [next(i for i in ids if shard_of(Member("once", i)) == shard) for shard in range(4)]
+    group = local.queue_group("wiki")
+    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
+        batch.push([JobSpecification("once", {"script": {}}, id=i) for i in ids])
+    reached_queue = local.queue_url("reached")
+    down = FailCalls(
+        local.sqs,
+        "sqs.SendMessageBatch",
+        code="InternalError",
+        status=500,
+        match=lambda p: p["QueueUrl"] == reached_queue,
+    )
+    local.drain(until=local.clock.now() + 1)
+    assert down.failed_calls > 0 and CALLBACKS == []
+    down.remove()
+    local.drain()
+    assert [(s["total"], s["succeeded"]) for s in summaries("on_complete")] == [(4, 4)]
+    assert sorted(run.job_id for run in SCRIPTED) == sorted(ids)  # deliver_once: they came back, unrun
+
+
+def test_two_copies_of_a_large_members_message_in_one_sqs_batch_both_go_back_when_its_end_is_not_counted(
+    local: LocalStack,
+) -> None:
+    # (found by the reliability model) SQS delivered one message twice, in one batch: the copy
+    # that was not sent back had the params object ended, so the one that was came back to an
+    # ended object, and was acknowledged as redelivered, uncounted: the batch never ended
+    from faults import FailCalls
+
+    group = local.queue_group("wiki")
+    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
+        batch.push(JobSpecification("big", {"script": {}, "pad": "x" * 2048}, id="big"))
+    queue = local.queue_url("big")
+
+    def receive() -> dict[str, Any]:
+        (message,) = local.sqs.receive_message(
+            QueueUrl=queue, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
+        )["Messages"]
+        return message
+
+    message = receive()
+    assert "paramsRef" in message["Body"]
+    local.sqs.send_message(QueueUrl=queue, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"])
+    copies = [message, receive()]
+    reached_queue = local.queue_url("reached")
+    down = FailCalls(
+        local.sqs,
+        "sqs.SendMessageBatch",
+        code="InternalError",
+        status=500,
+        match=lambda p: p["QueueUrl"] == reached_queue,
+    )
+    local.mappings["big"].deliver(copies)  # in one SQS batch
+    assert down.failed_calls > 0 and CALLBACKS == []
+    down.remove()
+    local.drain()
+    assert [(s["total"], s["succeeded"]) for s in summaries("on_complete")] == [(1, 1)]
 
 
 # -- found by review -----------------------------------------------------------------------------

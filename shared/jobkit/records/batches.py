@@ -15,19 +15,16 @@ partition key                          sort key                              rec
                                                                              it ended
 =====================================  ====================================  ==========================
 
-A member's shard is a hash of its type and ID (:data:`SHARDS` of them), so
-the writes of a batch of a million leaves spread over that many items (and
-partitions), and a member's item and its shard's counts sit in one
-partition. Each member is added and ended with one transaction that writes
-its item, on a condition, and its shard's counts, so a member counts once
-however many times its push, its end or a redelivery is repeated: two
-writes per member added, two per member that ends (and the members of one
-call share their shards' writes). Reading the counts is one request for the
-batch's item and every shard.
+A member's shard is a hash of its type and ID (:data:`SHARDS` of them), so the writes of a batch of
+a million leaves spread over that many items (and partitions), and a member's item and its shard's
+counts sit in one partition. Each member is added and ended with one transaction that writes its
+item, on a condition, and its shard's counts, so a member counts once however many times its push,
+its end or a redelivery is repeated: two writes per member added, two per member that ends (and the
+members of one call share their shards' writes). Reading the counts is one request for the batch's
+item and every shard.
 
-A member that was dead-lettered or cancelled and ends again (an operator
-redrove it) moves from that count to its new one: a batch's counts are of
-its members' latest ends.
+A member that was dead-lettered or cancelled and ends again (an operator redrove it) moves from that
+count to its new one: a batch's counts are of its members' latest ends.
 """
 
 from __future__ import annotations
@@ -166,10 +163,9 @@ class Batches:
         return self._counted(ref, writes, {m: {"added": -1} for m in writes}, None)
 
     def settle(self, ref: BatchRef, ends: Mapping[Member, str], at: float, expires_at: int) -> list[Member]:
-        """Count each member's end (one of :data:`ENDS`): a pending member's first,
-        or a failed one's new end after a redrive; any other end of a member that
-        ended already counts nothing. Returns the members the batch never counted
-        in (a member's body sent to SQS by other means than a push)."""
+        """Count each member's end (one of :data:`ENDS`): a pending member's first, or a failed one's
+        new end after a redrive; any other end of a member that ended already counts nothing. Returns
+        the members the batch never counted in (a member's body sent to SQS by other means than a push)."""
         unknown: list[Member] = []
         for chunk in _chunks(list(ends), _MEMBERS_PER_TRANSACTION):
             states = {m: PENDING for m in chunk}
@@ -184,6 +180,7 @@ class Batches:
                     self._counted(ref, writes, adds, expires_at, strict=True)
                     break
                 except _Stale as stale:
+                    states.update({m: ends[m] for m in stale.counted})  # (their shards' writes were made)
                     found = self._table.get_many([_member_key(ref, m) for m in stale.members])
                     for m in stale.members:
                         item = found.get(_member_key(ref, m))
@@ -200,10 +197,9 @@ class Batches:
     def read(self, ref: BatchRef, *, snapshot: bool = False) -> BatchRecord | None:
         """The batch and its counts (one request), or None if it was never opened.
 
-        Each item is read on its own: counts read while a member's child is
-        counted in and the member ends may miss the first and see the second.
-        Only ``snapshot`` reads them all as of one instant (twice the cost),
-        which is what deciding that the batch ended takes."""
+        Each item is read on its own: counts read while a member's child is counted in and the member
+        ends may miss the first and see the second. Only ``snapshot`` reads them all as of one instant
+        (twice the cost), which is what deciding that the batch ended takes."""
         keys = [_batch_key(ref), *(_shard_key(ref, shard) for shard in range(SHARDS))]
         found = self._read(keys, snapshot)
         item = found.get(keys[0])
@@ -281,19 +277,24 @@ class Batches:
         check: Write | None = None,
         into: list[Member] | None = None,
     ) -> list[Member]:
-        """Write each member with its shard's counts: one transaction per shard (so
-        two runners' transactions meet only on a shared shard), with ``check``
-        in each. A member whose condition fails is left out (or, if ``strict``,
-        raised as :class:`_Stale`); a failed ``check`` raises :class:`_CheckFailed`;
-        a transaction that meets another in flight is tried again."""
+        """Write each member with its shard's counts: one transaction per shard (so two runners'
+        transactions meet only on a shared shard), with ``check`` in each. A member whose condition
+        fails is left out (or, if ``strict``, raised as :class:`_Stale` once every shard was tried);
+        a failed ``check`` raises :class:`_CheckFailed`; a transaction that meets another in flight
+        is tried again."""
         counted: list[Member] = [] if into is None else into
-        start = len(counted)
+        start, stale = len(counted), list[Member]()
         by_shard: dict[int, list[Member]] = {}
         for m in writes:
             by_shard.setdefault(shard_of(m), []).append(m)
         for shard, shard_members in sorted(by_shard.items()):
             for chunk in _chunks(shard_members, _MEMBERS_PER_TRANSACTION):
-                counted += self._shard_transaction(ref, shard, chunk, writes, adds, expires_at, strict, check)
+                try:
+                    counted += self._shard_transaction(ref, shard, chunk, writes, adds, expires_at, strict, check)
+                except _Stale as chunk_stale:  # (strict) the other shards' writes are still made: one read for all
+                    stale += chunk_stale.members
+        if stale:
+            raise _Stale(stale, counted[start:])
         return counted[start:]
 
     def _shard_transaction(
@@ -327,9 +328,7 @@ class Batches:
             except Conflict:
                 conflicts += 1
                 if conflicts >= _CONFLICT_TRIES:
-                    raise TableUnavailable(
-                        f"batch {ref.batch_id!r}: shard {shard} kept meeting other transactions"
-                    ) from None
+                    raise TableUnavailable(f"batch {ref.batch_id!r}: shard {shard} kept meeting transactions") from None
                 self._sleep(random.uniform(0, 0.05 * 2**conflicts))
         return []
 
@@ -347,8 +346,8 @@ class _CheckFailed(Exception):
 
 
 class _Stale(Exception):
-    def __init__(self, members: list[Member]) -> None:
-        self.members = members
+    def __init__(self, members: list[Member], counted: list[Member] | None = None) -> None:
+        self.members, self.counted = members, counted or []
 
 
 def _moves(old: str, new: str) -> bool:

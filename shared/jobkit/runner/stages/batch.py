@@ -5,7 +5,8 @@ the runner pushes its callbacks (:class:`jobkit.batches.control.BatchKeeper`).
 
 The ends of one SQS batch are counted together, per batch, when the SQS
 batch is done. A count (or a callback's push) that still fails after a few
-tries sends the member's message back (a batch item failure): its redelivery
+tries sends the member's message back (a batch item failure; each copy of
+it, if SQS delivered it twice in the batch): its redelivery
 counts the end again, a ``deliver_once`` member without running again, any
 other member by running again, as after a crash. A
 dead-lettered member's end that cannot be counted stays pending: its dead
@@ -68,7 +69,9 @@ class BatchSettle(Stage):
         self._claim_s = claim_s
         self._sleep = sleep
         self._lock = threading.Lock()
-        self._ends: dict[BatchRef, dict[Member, tuple[str, Delivery | None]]] = {}
+        #: Per batch, each member's end (the last one settled) and every delivery of it in this
+        #: SQS batch (two copies of one message may come in one): each goes back if the end is not counted.
+        self._ends: dict[BatchRef, dict[Member, tuple[str, list[tuple[str, Delivery | None]]]]] = {}
 
     def begin_batch(self) -> None:
         self._ends = {}
@@ -83,7 +86,9 @@ class BatchSettle(Stage):
         else:
             return
         with self._lock:
-            self._ends.setdefault(ref, {})[member] = (end, delivery)
+            members = self._ends.setdefault(ref, {})
+            copies = members[member][1] if member in members else []
+            members[member] = (end, [*copies, (end, delivery)])
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
         """A batch's check (:mod:`jobkit.jobs.batch_check`): check it now; if that fails
@@ -104,7 +109,8 @@ class BatchSettle(Stage):
             counted, error = self._count(ref, {member: end for member, (end, _) in members.items()})
             if error is None:
                 continue
-            back = [d for end, d in members.values() if end != "dead_lettered" and d is not None]
+            copies = [copy for _, member_copies in members.values() for copy in member_copies]
+            back = [d for end, d in copies if end != "dead_lettered" and d is not None]
             if counted and not back:  # counted, its callbacks not pushed, and no message of its own can go back
                 self._send_check(ref, error)
                 continue
@@ -117,7 +123,7 @@ class BatchSettle(Stage):
                 error,
                 len(back),
                 ", and its dead-lettered members stay pending until redriven"
-                if not counted and len(back) < len(members)
+                if not counted and len(back) < len(copies)
                 else "",
                 extra={"batch": ref.batch_id, "domain": ref.domain},
             )
