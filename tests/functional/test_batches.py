@@ -20,7 +20,7 @@ from jobkit.core.outcome import Outcome
 from jobkit.declaration.config import load_declaration
 from jobkit.local import LocalStack
 from jobkit.ops.config import CliConfig
-from jobkit.records.batches import Member, shard_of
+from jobkit.records.batches import BatchRef, Member, shard_of
 
 import testjobs
 from conftest import START
@@ -502,6 +502,82 @@ def test_two_copies_of_a_large_members_message_in_one_sqs_batch_both_go_back_whe
     down.remove()
     local.drain()
     assert [(s["total"], s["succeeded"]) for s in summaries("on_complete")] == [(1, 1)]
+
+
+def _large_member_copies(local: LocalStack, **callbacks: JobSpecification) -> tuple[BatchRef, list[dict[str, Any]]]:
+    """A batch of one large member, and two copies of its message received (SQS delivered it twice)."""
+    with local.queue_group("wiki").batch(**callbacks) as batch:
+        batch.push(JobSpecification("big", {"script": {}, "pad": "x" * 2048}, id="big"))
+    queue = local.queue_url("big")
+
+    def receive() -> dict[str, Any]:
+        (message,) = local.sqs.receive_message(
+            QueueUrl=queue, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
+        )["Messages"]
+        return message
+
+    message = receive()
+    assert "paramsRef" in message["Body"]
+    local.sqs.send_message(QueueUrl=queue, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"])
+    return BatchRef(batch.id, "wiki"), [message, receive()]
+
+
+def test_a_large_members_late_copy_pushes_the_callbacks_another_invocation_could_not(local: LocalStack) -> None:
+    # (found by review) one invocation counts the end and fails to push the callback; the other
+    # copy, run while that push is in flight, leaves it to it and removes the params object; the
+    # first copy, sent back, comes to an ended object: it counts again, and pushes the callback
+    from faults import FailCalls
+
+    ref, (first, second) = _large_member_copies(local, on_complete=JobSpecification("reached", {}))
+    reached_queue = local.queue_url("reached")
+    down = FailCalls(
+        local.sqs,
+        "sqs.SendMessageBatch",
+        code="InternalError",
+        status=500,
+        match=lambda p: p["QueueUrl"] == reached_queue,
+    )
+    local.mappings["big"].deliver([first])  # counted; its push failed: it goes back
+    down.remove()
+    now = local.clock.now()
+    assert local.records.batches.claim(ref, "on_complete", "first", now, now + 60)  # its push, still in flight
+    local.mappings["big"].deliver([second])
+    local.records.batches.release(ref, "on_complete", "first")  # (it failed)
+    assert CALLBACKS == []
+    local.drain()
+    assert [(s["total"], s["succeeded"]) for s in summaries("on_complete")] == [(1, 1)]
+    late = [r for r in local.results.results if r.job_type == "big" and r.outcome is Outcome.REDELIVERED]
+    assert len(late) == 1 and "removed when its job ended" in str(late[0].reason)
+
+
+def test_of_two_copies_in_one_sqs_batch_one_that_ran_decides_the_end_over_one_dead_lettered(
+    local: LocalStack, jobs_toml: Path
+) -> None:
+    # (found by review) one copy ran; the other, on its last receive, could not fetch its params
+    # (dead-lettered): the member succeeded, and its dead letter, redriven, is a late copy
+    from faults import FailCalls
+
+    _, (first, second) = _large_member_copies(
+        local, on_complete=JobSpecification("reached", {}), on_success=JobSpecification("reached", {})
+    )
+    second["Attributes"]["ApproximateReceiveCount"] = "50"  # its last receive
+    fetches = iter(range(2))
+    down = FailCalls(
+        local.client("s3"), "s3.GetObject", code="InternalError", status=500, match=lambda _: next(fetches)
+    )
+    local.mappings["big"].deliver([first, second])
+    down.remove()
+    assert [r.outcome for r in local.results.results if r.job_type == "big"] == [
+        Outcome.SUCCEEDED,
+        Outcome.DEAD_LETTERED,
+    ]
+    local.drain()
+    assert [(s["succeeded"], s["dead_lettered"]) for s in summaries("on_complete")] == [(1, 0)]
+    assert len(summaries("on_success")) == 1
+    assert jobkit(local, jobs_toml, "dlq", "redrive", "big").exit_code == 0
+    local.drain()
+    assert len(summaries("on_complete")) == 1 and len(summaries("on_success")) == 1
+    assert [r.job_id for r in SCRIPTED] == ["big"]
 
 
 # -- found by review -----------------------------------------------------------------------------

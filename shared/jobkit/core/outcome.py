@@ -104,7 +104,9 @@ class RecordResult:
     reason: str | None = None  # why it was skipped, re-enqueued or cancelled; the dead-letter reason
     dedup_unavailable: bool = False  # the dedup store failed and the job ran anyway (fail-open)
     send_back: str | None = None  # why its message goes back, though it ended: its end was not counted
-    batch: str | None = None  # the batch of a poisoned member whose body could be read (its end counts)
+    #: the batch of a member with no delivery whose body could be read (poisoned, or a large job's
+    #: late copy): its end counts
+    batch: str | None = None
     correlation_id: str | None = None  # the correlation ID its message carried
     priority: str | None = None  # the priority lane it came from (None: its queue's own)
     other_copy_runs: bool = False  # debounced by another delivery of this very job: not the job's end

@@ -142,6 +142,7 @@ class Intake:
         except PayloadUnavailable as exc:
             return self._failures.unavailable(record, spec, job_type, exc)
         except PayloadEnded as exc:  # a late copy (a lost delete, SQS's at-least-once) of a job that ended
+            # (its batch counts it again: a no-op once counted, and a check of the batch's callbacks)
             return RecordResult(
                 message_id_of(record),
                 spec.type,
@@ -149,6 +150,7 @@ class Intake:
                 job_id=spec.id,
                 domain=spec.domain,
                 reason=str(exc),
+                batch=spec.batch,
             )
         return None
 

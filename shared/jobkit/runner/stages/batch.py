@@ -31,7 +31,7 @@ from jobkit.core.outcome import Outcome, RecordResult
 from jobkit.core.spec import JobSpecification
 from jobkit.jobs.batch_check import BATCH_CHECK_TYPE, BATCH_PARAM
 from jobkit.records import BATCH_RECORD_TTL_S
-from jobkit.records.batches import BatchRef, Member
+from jobkit.records.batches import FAILURES, BatchRef, Member
 from jobkit.runner.delivery import Delivery, QueuePort
 from jobkit.runner.stage import Stage
 
@@ -69,8 +69,9 @@ class BatchSettle(Stage):
         self._claim_s = claim_s
         self._sleep = sleep
         self._lock = threading.Lock()
-        #: Per batch, each member's end (the last one settled) and every delivery of it in this
-        #: SQS batch (two copies of one message may come in one): each goes back if the end is not counted.
+        #: Per batch, each member's end (the last one settled, unless a failure after a run) and every
+        #: delivery of it in this SQS batch (SQS may deliver one message twice in one): each goes back
+        #: if the end is not counted.
         self._ends: dict[BatchRef, dict[Member, tuple[str, list[tuple[str, Delivery | None]]]]] = {}
 
     def begin_batch(self) -> None:
@@ -82,13 +83,16 @@ class BatchSettle(Stage):
             spec = delivery.spec
             ref, member = BatchRef(str(spec.batch), spec.domain), Member(spec.type, spec.id)
         elif delivery is None and result.batch is not None and result.job_id is not None and end is not None:
-            ref, member = BatchRef(result.batch, result.domain), Member(result.job_type, result.job_id)  # poison
+            # poisoned, or a large job's late copy
+            ref, member = BatchRef(result.batch, result.domain), Member(result.job_type, result.job_id)
         else:
             return
         with self._lock:
             members = self._ends.setdefault(ref, {})
-            copies = members[member][1] if member in members else []
-            members[member] = (end, [*copies, (end, delivery)])
+            kept, copies = members.get(member, (end, []))
+            # (a copy's own end decides whether its message goes back; another copy that ran, or was
+            # skipped, decides the member's end over one that failed)
+            members[member] = (kept if end in FAILURES and kept not in FAILURES else end, [*copies, (end, delivery)])
 
     def admit(self, delivery: Delivery) -> RecordResult | None:
         """A batch's check (:mod:`jobkit.jobs.batch_check`): check it now; if that fails
@@ -111,7 +115,9 @@ class BatchSettle(Stage):
                 continue
             copies = [copy for _, member_copies in members.values() for copy in member_copies]
             back = [d for end, d in copies if end != "dead_lettered" and d is not None]
-            if counted and not back:  # counted, its callbacks not pushed, and no message of its own can go back
+            # a large job's late copy has no message to send back: its end was counted before its object was removed
+            late = any(d is None and end != "dead_lettered" for end, d in copies)
+            if (counted or late) and not back:  # counted, its callbacks not pushed, and no message can go back
                 self._send_check(ref, error)
                 continue
             for delivery in back:
@@ -140,7 +146,7 @@ class BatchSettle(Stage):
                     counted = True
                 self._keeper(ref).push_due(ref)
                 return True, None
-            except JobKitError as exc:
+            except Exception as exc:  # (any error: the members' messages go back, their objects kept)
                 error = f"{type(exc).__name__}: {exc}"
             if wait is not None:
                 self._sleep(wait)
