@@ -3,6 +3,7 @@ and AWS request counting."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -115,3 +116,32 @@ def string_like(pattern: str, value: str) -> bool:
     """IAM's StringLike: ``*`` is any run of characters, ``?`` any one character."""
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
     return re.fullmatch(regex, value, flags=re.DOTALL) is not None
+
+
+#: The browser test of `jobkit ui` (tests/ui/conftest.py says what it needs), and the Chromium
+#: it drives (Debian's package installs it here).
+BROWSER_TESTS = "tests/ui/test_browser.py"
+CHROMIUM = Path(os.environ.get("JOBKIT_CHROMIUM", "/usr/bin/chromium"))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """One line on whether the browser test ran: here, not in tests/ui, since under pytest-xdist
+    only the controller reports, and it loads no conftest of a test directory."""
+    reports = [
+        report
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "nodeid", "").startswith(BROWSER_TESTS)
+    ]
+    if not reports:
+        return
+    skipped = [r for r in reports if r.skipped]
+    if skipped and len(skipped) == len({r.nodeid for r in reports}):
+        longrepr = skipped[0].longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        terminalreporter.write_line(f"jobkit ui browser test: NOT RUN ({reason.removeprefix('Skipped: ')})")
+        return
+    if any(r.failed for r in reports):
+        terminalreporter.write_line("jobkit ui browser test: FAILED (see above)")
+    else:
+        terminalreporter.write_line(f"jobkit ui browser test: passed, in {CHROMIUM}")

@@ -127,6 +127,20 @@ def jobkit(local: LocalStack, jobs_toml: Path, *args: str) -> Any:
     return CliRunner().invoke(main, list(args), obj=CliConfig(config_path=jobs_toml, clock=local.clock))
 
 
+def callbacks_down(local: LocalStack) -> Any:
+    """The callbacks' queue refuses every push until ``.remove()``."""
+    from faults import FailCalls
+
+    reached_queue = local.queue_url("reached")
+    return FailCalls(
+        local.sqs,
+        "sqs.SendMessageBatch",
+        code="InternalError",
+        status=500,
+        match=lambda p: p["QueueUrl"] == reached_queue,
+    )
+
+
 def test_a_batch_with_a_failure_completes_once_and_succeeds_once_its_failure_is_redriven_and_fixed(
     local: LocalStack, jobs_toml: Path
 ) -> None:
@@ -416,19 +430,10 @@ def test_with_the_table_down_while_members_end_their_ends_are_counted_later_and_
 
 
 def test_a_callback_that_cannot_be_pushed_is_pushed_by_the_redelivery_once(local: LocalStack) -> None:
-    from faults import FailCalls
-
     group = local.queue_group("wiki")
     with group.batch(on_complete=JobSpecification("reached", {})) as batch:
         batch.push(JobSpecification("once", {"script": {}}, id="last"))
-    reached_queue = local.queue_url("reached")
-    down = FailCalls(
-        local.sqs,
-        "sqs.SendMessageBatch",
-        code="InternalError",
-        status=500,
-        match=lambda p: p["QueueUrl"] == reached_queue,
-    )
+    down = callbacks_down(local)
     local.drain(until=local.clock.now() + 1)
     assert down.failed_calls > 0 and CALLBACKS == []
     down.remove()
@@ -443,21 +448,12 @@ def test_members_on_many_shards_whose_callback_could_not_be_pushed_count_again_i
     # (found by the reliability model) their ends were counted before the push failed; when they
     # came back together, each shard's write of an end counted already failed in turn, one per
     # try, and with more such members than tries they went back every time, the callback unpushed
-    from faults import FailCalls
-
     ids = [i for i in (f"m{n}" for n in range(100)) if shard_of(Member("once", i)) in range(4)]
     ids = [next(i for i in ids if shard_of(Member("once", i)) == shard) for shard in range(4)]
     group = local.queue_group("wiki")
     with group.batch(on_complete=JobSpecification("reached", {})) as batch:
         batch.push([JobSpecification("once", {"script": {}}, id=i) for i in ids])
-    reached_queue = local.queue_url("reached")
-    down = FailCalls(
-        local.sqs,
-        "sqs.SendMessageBatch",
-        code="InternalError",
-        status=500,
-        match=lambda p: p["QueueUrl"] == reached_queue,
-    )
+    down = callbacks_down(local)
     local.drain(until=local.clock.now() + 1)
     assert down.failed_calls > 0 and CALLBACKS == []
     down.remove()
@@ -472,31 +468,8 @@ def test_two_copies_of_a_large_members_message_in_one_sqs_batch_both_go_back_whe
     # (found by the reliability model) SQS delivered one message twice, in one batch: the copy
     # that was not sent back had the params object ended, so the one that was came back to an
     # ended object, and was acknowledged as redelivered, uncounted: the batch never ended
-    from faults import FailCalls
-
-    group = local.queue_group("wiki")
-    with group.batch(on_complete=JobSpecification("reached", {})) as batch:
-        batch.push(JobSpecification("big", {"script": {}, "pad": "x" * 2048}, id="big"))
-    queue = local.queue_url("big")
-
-    def receive() -> dict[str, Any]:
-        (message,) = local.sqs.receive_message(
-            QueueUrl=queue, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
-        )["Messages"]
-        return message
-
-    message = receive()
-    assert "paramsRef" in message["Body"]
-    local.sqs.send_message(QueueUrl=queue, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"])
-    copies = [message, receive()]
-    reached_queue = local.queue_url("reached")
-    down = FailCalls(
-        local.sqs,
-        "sqs.SendMessageBatch",
-        code="InternalError",
-        status=500,
-        match=lambda p: p["QueueUrl"] == reached_queue,
-    )
+    _, copies = _large_member_copies(local, on_complete=JobSpecification("reached", {}))
+    down = callbacks_down(local)
     local.mappings["big"].deliver(copies)  # in one SQS batch
     assert down.failed_calls > 0 and CALLBACKS == []
     down.remove()
@@ -526,17 +499,8 @@ def test_a_large_members_late_copy_pushes_the_callbacks_another_invocation_could
     # (found by review) one invocation counts the end and fails to push the callback; the other
     # copy, run while that push is in flight, leaves it to it and removes the params object; the
     # first copy, sent back, comes to an ended object: it counts again, and pushes the callback
-    from faults import FailCalls
-
     ref, (first, second) = _large_member_copies(local, on_complete=JobSpecification("reached", {}))
-    reached_queue = local.queue_url("reached")
-    down = FailCalls(
-        local.sqs,
-        "sqs.SendMessageBatch",
-        code="InternalError",
-        status=500,
-        match=lambda p: p["QueueUrl"] == reached_queue,
-    )
+    down = callbacks_down(local)
     local.mappings["big"].deliver([first])  # counted; its push failed: it goes back
     down.remove()
     now = local.clock.now()
@@ -681,19 +645,10 @@ def test_a_domain_that_starts_with_another_and_a_hash_has_members_of_its_own(
 
 
 def test_a_batch_whose_callback_cannot_be_pushed_after_a_dead_letter_checks_itself_again(local: LocalStack) -> None:
-    from faults import FailCalls
-
     group = local.queue_group("wiki")
     with group.batch(on_complete=JobSpecification("reached", {})) as batch:
         batch.push(page(0, permanent=True))
-    reached_queue = local.queue_url("reached")
-    down = FailCalls(
-        local.sqs,
-        "sqs.SendMessageBatch",
-        code="InternalError",
-        status=500,
-        match=lambda p: p["QueueUrl"] == reached_queue,
-    )
+    down = callbacks_down(local)
     local.drain(until=local.clock.now() + 30)
     assert down.failed_calls > 0 and CALLBACKS == []
     down.remove()

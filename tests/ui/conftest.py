@@ -3,7 +3,8 @@
 The browser test needs Debian's chromium package (or $JOBKIT_CHROMIUM) and
 Playwright for Python (the dev extra); Playwright's own browser download is
 not used. Without them it is skipped, and the terminal summary says so in one
-line; with JOBKIT_REQUIRE_BROWSER=1 (as CI sets) it fails instead.
+line (tests/conftest.py, which pytest-xdist's controller loads); with
+JOBKIT_REQUIRE_BROWSER=1 (as CI sets) it fails instead.
 """
 
 from __future__ import annotations
@@ -11,13 +12,12 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-#: The Chromium to drive (Debian's package installs it here).
-CHROMIUM = Path(os.environ.get("JOBKIT_CHROMIUM", "/usr/bin/chromium"))
+from conftest import CHROMIUM
+
 #: Flags for a headless run in a container: no sandbox (root), no GPU, and nothing that calls home.
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -28,7 +28,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-BROWSER_TESTS = "tests/ui/test_browser.py"
 
 
 def browser_missing() -> str | None:
@@ -65,25 +64,3 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """One line on whether the browser test ran (its reports reach here under xdist too)."""
-    reports = [
-        report
-        for reports in terminalreporter.stats.values()
-        for report in reports
-        if getattr(report, "nodeid", "").startswith(BROWSER_TESTS)
-    ]
-    if not reports:
-        return
-    skipped = [r for r in reports if r.skipped]
-    if skipped and len(skipped) == len({r.nodeid for r in reports}):
-        longrepr = skipped[0].longrepr
-        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-        terminalreporter.write_line(f"jobkit ui browser test: NOT RUN ({reason.removeprefix('Skipped: ')})")
-        return
-    if any(r.failed for r in reports):
-        terminalreporter.write_line("jobkit ui browser test: FAILED (see above)")
-    else:
-        terminalreporter.write_line(f"jobkit ui browser test: passed, in {CHROMIUM}")
