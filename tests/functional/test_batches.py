@@ -544,6 +544,24 @@ def test_of_two_copies_in_one_sqs_batch_one_that_ran_decides_the_end_over_one_de
     assert [r.job_id for r in SCRIPTED] == ["big"]
 
 
+def test_a_callback_whose_delivery_the_table_cannot_claim_waits_and_runs_once(local: LocalStack) -> None:
+    # (found by the reliability model) it ran fail-open, claimless; its invocation died after, and
+    # its redelivery, claimless too, ran it again
+    from faults import FailCalls
+
+    with local.queue_group("wiki").batch(on_complete=JobSpecification("reached", {})):
+        pass  # empty: it ends when sealed, and pushes its callback
+    down = FailCalls(local.dynamodb, "dynamodb.UpdateItem", code="ProvisionedThroughputExceededException", status=400)
+    local.drain(until=local.clock.now() + 10)
+    assert down.failed_calls > 0 and CALLBACKS == []
+    waited = [r for r in local.results.results if r.job_type == "reached"]
+    assert waited and {r.outcome for r in waited} == {Outcome.DEFERRED}
+    assert "runs only once" in str(waited[0].reason)
+    down.remove()
+    local.drain()
+    assert len(summaries("on_complete")) == 1
+
+
 # -- found by review -----------------------------------------------------------------------------
 
 

@@ -42,6 +42,10 @@ _CLAIMED = "claimed with the batch"
 #: The note of a delivery whose claims its run settled.
 _SETTLED = "settled by its run"
 
+#: How long a batch's callback waits when the table cannot claim its delivery (fail-closed).
+CALLBACK_WAIT_S = 30
+_CALLBACK_WAITS = "the jobs table could not claim its delivery, and a batch's callback runs only once: it waits"
+
 _SKIPPED = {
     Verdict.SUPERSEDED: Outcome.SUPERSEDED,
     Verdict.DUPLICATE: Outcome.DUPLICATE,
@@ -127,6 +131,9 @@ class Dedup(Stage):
     def _answer(self, delivery: Delivery, admission: Admission) -> RecordResult | None:
         delivery.note(self, admission)
         delivery.dedup_unavailable = delivery.dedup_unavailable or admission.unavailable  # (or a stage before)
+        if admission.verdict is Verdict.RUN and admission.unavailable and delivery.job_type.batch_callback:
+            # a batch's callback is run once, whatever else fails open: it waits for the table
+            return self._requeue(delivery, CALLBACK_WAIT_S, Outcome.DEFERRED, _CALLBACK_WAITS)
         if admission.verdict is Verdict.RUN:
             return None
         if admission.verdict is Verdict.DEFER:
