@@ -556,10 +556,45 @@ def test_a_callback_whose_delivery_the_table_cannot_claim_waits_and_runs_once(lo
     assert down.failed_calls > 0 and CALLBACKS == []
     waited = [r for r in local.results.results if r.job_type == "reached"]
     assert waited and {r.outcome for r in waited} == {Outcome.DEFERRED}
+    assert not any(r.dedup_unavailable for r in waited)  # not run: not counted as run without the store
     assert "runs only once" in str(waited[0].reason)
     down.remove()
     local.drain()
     assert len(summaries("on_complete")) == 1
+
+
+def test_a_callback_whose_done_mark_is_throttled_once_is_marked_done_and_its_copy_runs_nothing(
+    local: LocalStack,
+) -> None:
+    # (found by review) its "done" mark failed once and was not tried again: the claim stayed
+    # "running" until its lease ran out, and a copy delivered after that ran it again
+    import json
+
+    from faults import FailCalls
+
+    with local.queue_group("wiki").batch(on_complete=JobSpecification("reached", {})):
+        pass
+    queue = local.queue_url("reached")
+    (message,) = local.sqs.receive_message(QueueUrl=queue, MessageAttributeNames=["All"])["Messages"]
+    local.sqs.change_message_visibility(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+    down = FailCalls(
+        local.dynamodb,
+        "dynamodb.UpdateItem",
+        code="ProvisionedThroughputExceededException",
+        status=400,
+        match=lambda p: '"done"' in json.dumps(p.get("ExpressionAttributeValues", {}), default=str),
+        times=1,
+    )
+    local.drain()
+    assert down.failed_calls == 1 and len(summaries("on_complete")) == 1
+    local.clock.advance(3600)  # long past its claim's lease
+    local.sqs.send_message(QueueUrl=queue, MessageBody=message["Body"], MessageAttributes=message["MessageAttributes"])
+    local.drain()
+    assert len(summaries("on_complete")) == 1
+    assert [r.outcome for r in local.results.results if r.job_type == "reached"] == [
+        Outcome.SUCCEEDED,
+        Outcome.REDELIVERED,
+    ]
 
 
 # -- found by review -----------------------------------------------------------------------------

@@ -15,7 +15,8 @@ metric                      unit          what
 ``Poisoned``                Count         unparseable or unresolvable messages (also in DeadLettered)
 ``Duplicate``               Count         skipped: an identical later run succeeded
 ``Superseded``              Count         skipped: a newer root job replaced the leaf
-``Deferred``                Count         re-enqueued while an identical job ran, or held back (Limited)
+``Deferred``                Count         re-enqueued while an identical job ran, held back (Limited), or a
+                                          callback waiting for the dedup store
 ``Delayed``                 Count         re-enqueued until the release time (delay hops)
 ``Redelivered``             Count         skipped: a deliver_once job that already ran
 ``Debounced``               Count         skipped: a job with its debounce key pushed later owns the run

@@ -34,6 +34,9 @@ class Candidate:
     #: It took its debounce window's run: the jobs it debounced count on it, so
     #: a root recorded while it waited does not skip it (it runs anyway).
     owes_run: bool = False
+    #: It does not run unclaimed when the store is unavailable (a ``batch_callback`` type's job: its runner
+    #: sends it again later); the store says so instead of "fail-open".
+    waits_for_store: bool = False
 
     @property
     def claim_keys(self) -> tuple[tuple[str | None, ...], ...]:

@@ -143,7 +143,7 @@ class DedupStore:
                     self._settle_delivery_claim(admission, succeeded=duplicate, duplicate=duplicate)
                     return skip
         except TableUnavailable as exc:
-            self._fail_open(spec, exc, admission)
+            self._fail_open(candidate, exc, admission)
         return admission
 
     def confirm_root(self, candidate: Candidate, admission: Admission) -> Admission:
@@ -162,13 +162,17 @@ class DedupStore:
                 self._give_back(admission)
                 return Admission(Verdict.SUPERSEDED, SUPERSEDED_REASON)
         except TableUnavailable as exc:
-            self._fail_open(spec, exc, admission)
+            self._fail_open(candidate, exc, admission)
         return admission
 
     @staticmethod
-    def _fail_open(spec: JobSpecification, exc: TableUnavailable, admission: Admission) -> None:
+    def _fail_open(candidate: Candidate, exc: TableUnavailable, admission: Admission) -> None:
+        spec = candidate.spec
+        waits = "not running %s %s (a batch_callback type's job waits for it)"
         log.warning(
-            "dedup store unavailable, running %s %s anyway (fail-open): %s",
+            "dedup store unavailable, "
+            + (waits if candidate.waits_for_store else "running %s %s anyway (fail-open)")
+            + ": %s",
             spec.type,
             spec.id,
             exc,

@@ -17,6 +17,7 @@ marked done before the next job starts."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,13 @@ _SETTLED = "settled by its run"
 
 #: How long a batch's callback waits when the table cannot claim its delivery (fail-closed).
 CALLBACK_WAIT_S = 30
-_CALLBACK_WAITS = "the jobs table could not claim its delivery, and a batch's callback runs only once: it waits"
+_CALLBACK_WAITS = (
+    "the jobs table could not claim its delivery, and a batch_callback type's job runs only once:"
+    f" it waits for the table, sent again in {CALLBACK_WAIT_S} s"
+)
+#: Tries again of a batch_callback job's "done" mark that failed, and the waits before them: a
+#: crash of its invocation before the mark is written would let its redelivery run it again.
+_DONE_WAITS_S = (0.1, 0.4)
 
 _SKIPPED = {
     Verdict.SUPERSEDED: Outcome.SUPERSEDED,
@@ -124,16 +131,17 @@ class Dedup(Stage):
                 deliver_once=delivery.job_type.deliver_once,
                 lease_until=self._clock.now() + delivery.remaining_s(delivery.job_type.timeout_s),
                 owes_run=delivery.owes_run,
+                waits_for_store=delivery.job_type.batch_callback,
             )
         except SpecError as exc:  # params that parsed but cannot be hashed (nested too deeply to serialise)
             return self._failures.poison(delivery.record, exc)
 
     def _answer(self, delivery: Delivery, admission: Admission) -> RecordResult | None:
         delivery.note(self, admission)
-        delivery.dedup_unavailable = delivery.dedup_unavailable or admission.unavailable  # (or a stage before)
         if admission.verdict is Verdict.RUN and admission.unavailable and delivery.job_type.batch_callback:
-            # a batch's callback is run once, whatever else fails open: it waits for the table
+            # a batch's callback runs once, whatever else fails open: it waits for the table (not run: not counted)
             return self._requeue(delivery, CALLBACK_WAIT_S, Outcome.DEFERRED, _CALLBACK_WAITS)
+        delivery.dedup_unavailable = delivery.dedup_unavailable or admission.unavailable  # (or a stage before)
         if admission.verdict is Verdict.RUN:
             return None
         if admission.verdict is Verdict.DEFER:
@@ -150,8 +158,13 @@ class Dedup(Stage):
         if admission.delivery is not None and run.succeeded:
             # A deliver_once job's "done" lands before the next job starts: if that
             # job kills the invocation, this one must not run again on redelivery.
-            if not self._store.finish(admission, succeeded=True, started_at=run.started_at):
-                delivery.dedup_unavailable = True
+            waits: tuple[float, ...] = _DONE_WAITS_S if delivery.job_type.batch_callback else ()
+            while not self._store.finish(admission, succeeded=True, started_at=run.started_at):
+                if not waits:
+                    delivery.dedup_unavailable = True
+                    break
+                time.sleep(waits[0])
+                waits = waits[1:]
             return
         # Anything else settles while the next job runs: losing it costs work, not a promise.
         settle = self._store.settle_in_background(admission, succeeded=run.succeeded, started_at=run.started_at)
