@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -104,8 +105,6 @@ def ended_key(ref: ParamsRef) -> str:
 
 def reference_for(job_type: str, domain: str | None, job_id: str, data: bytes) -> ParamsRef:
     """A new push's reference to ``data``: its own key."""
-    import os
-
     digest = hashlib.sha256(data).hexdigest()
     return ParamsRef(params_key(job_type, domain, job_id, digest, os.urandom(8).hex()), len(data), digest)
 

@@ -158,14 +158,13 @@ class Dedup(Stage):
         if admission.delivery is not None and run.succeeded:
             # A deliver_once job's "done" lands before the next job starts: if that
             # job kills the invocation, this one must not run again on redelivery.
-            waits: tuple[float, ...] = _DONE_WAITS_S if delivery.job_type.batch_callback else ()
-            while not self._store.finish(admission, succeeded=True, started_at=run.started_at):
-                if not waits:
+            for wait in (*(_DONE_WAITS_S if delivery.job_type.batch_callback else ()), None):
+                if self._store.finish(admission, succeeded=True, started_at=run.started_at):
+                    return
+                if wait is None:
                     delivery.dedup_unavailable = True
-                    break
-                time.sleep(waits[0])
-                waits = waits[1:]
-            return
+                    return
+                time.sleep(wait)
         # Anything else settles while the next job runs: losing it costs work, not a promise.
         settle = self._store.settle_in_background(admission, succeeded=run.succeeded, started_at=run.started_at)
         self._settles.append((delivery, settle))

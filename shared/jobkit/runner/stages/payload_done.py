@@ -49,6 +49,9 @@ class PayloadDone(Stage):
         self._ended: list[tuple[Delivery, ParamsRef]] = []
         self._lock = threading.Lock()  # (jobs side by side settle in their own threads)
 
+    def begin_batch(self) -> None:
+        self._ended = []  # a batch that died mid-way ends nothing (its messages come back)
+
     def settle(self, delivery: Delivery | None, result: RecordResult) -> None:
         # (the message of a push that ended is not needed again: a dead letter's is)
         if delivery is None or delivery.params_ref is None or result.outcome not in PUSH_ENDS:
